@@ -1,0 +1,91 @@
+/**
+ * Typed errors for the whole core, in one module.
+ *
+ * Every error carries a stable machine-readable `code`; the HTTP boundary maps
+ * each class to a status (see server/errors.ts) and never has to parse messages.
+ * Grouped by parent: GPU problems, model/format problems, request problems.
+ */
+
+export class WeftError extends Error {
+  /** Stable code, e.g. `gpu_validation`; part of the public API. */
+  readonly code: string;
+  /** Extra structured detail (offending path, valid options, ...). */
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: string, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+// ---- GPU ---------------------------------------------------------------
+
+export class GpuError extends WeftError {}
+
+/** No adapter could be found for the requested backend(s). */
+export class NoAdapterError extends GpuError {
+  constructor(message: string, details?: Record<string, unknown>) {
+    super('gpu_no_adapter', message, details);
+  }
+}
+
+/** An unknown backend name was asked for; `details.valid` lists the valid ones. */
+export class UnknownBackendError extends GpuError {
+  constructor(name: string, valid: readonly string[]) {
+    super('gpu_unknown_backend', `unknown GPU backend "${name}"; valid: ${valid.join(', ')}`, {
+      name,
+      valid: [...valid],
+    });
+  }
+}
+
+/** WGSL failed to compile or a pipeline failed validation. */
+export class ShaderCompileError extends GpuError {
+  constructor(shader: string, message: string) {
+    super('gpu_shader_compile', `shader ${shader}: ${message}`, { shader });
+  }
+}
+
+/** A validation / out-of-memory / internal error surfaced from the device. */
+export class GpuValidationError extends GpuError {
+  constructor(kind: string, message: string) {
+    super(kind === 'out-of-memory' ? 'gpu_out_of_memory' : 'gpu_validation', message, { kind });
+  }
+}
+
+/** The device was lost (driver reset, destroy()). */
+export class DeviceLostError extends GpuError {
+  constructor(message: string) {
+    super('gpu_device_lost', message);
+  }
+}
+
+// ---- models and formats -------------------------------------------------
+
+export class ModelFormatError extends WeftError {
+  constructor(message: string, details?: Record<string, unknown>) {
+    super('model_format', message, details);
+  }
+}
+
+export class UnsupportedModelError extends WeftError {
+  constructor(message: string, details?: Record<string, unknown>) {
+    super('model_unsupported', message, details);
+  }
+}
+
+// ---- requests -----------------------------------------------------------
+
+export class InvalidRequestError extends WeftError {
+  constructor(code: string, message: string, details?: Record<string, unknown>) {
+    super(code, message, details);
+  }
+}
+
+export class CancelledError extends WeftError {
+  constructor(message = 'request cancelled') {
+    super('cancelled', message);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * GpuContext bundles what every kernel call needs: the device, the pipeline
+ * cache and the scratch-buffer pool. Steps are recorded with a Recorder
+ * (core/gpu/recorder.ts): one command encoder, one compute pass, one uniform
+ * upload and one submission per step.
+ */
+import { BufferPool, STORAGE, uploadBuffer } from './buffers.ts';
+import { createGpu, type Gpu, type GpuOptions } from './device.ts';
+import { PipelineCache } from './pipelines.ts';
+import { Recorder } from './recorder.ts';
+import { byteLength, type DType, type Tensor } from './tensor.ts';
+import { defaultVariant, type Variant } from '../ops/variant.ts';
+
+export class GpuContext {
+  readonly pipelines: PipelineCache;
+  readonly pool: BufferPool;
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 1;
+  /** Bind groups keyed by pipeline + bindings; cleared when it grows too large. */
+  readonly bindGroups = new Map<string, GPUBindGroup>();
+
+  /** Kernel family variant used by ops unless a call overrides it. */
+  variant: Variant;
+
+  constructor(readonly gpu: Gpu) {
+    this.pipelines = new PipelineCache(gpu.device);
+    this.variant = defaultVariant(this);
+    this.pool = new BufferPool(gpu.device);
+  }
+
+  static async create(options?: GpuOptions): Promise<GpuContext> {
+    return new GpuContext(await createGpu(options));
+  }
+
+  get device(): GPUDevice {
+    return this.gpu.device;
+  }
+
+  bufferId(b: GPUBuffer): number {
+    let id = this.bufferIds.get(b);
+    if (id === undefined) this.bufferIds.set(b, (id = this.nextBufferId++));
+    return id;
+  }
+
+  recorder(): Recorder {
+    return new Recorder(this);
+  }
+
+  /** A new tensor holding `data` (exactly sized; caller owns and destroys it). */
+  tensor(data: ArrayBufferView, shape: readonly number[], dtype: DType, scales?: Float32Array): Tensor {
+    const buffer = uploadBuffer(this.device, data, STORAGE);
+    const s = scales ? uploadBuffer(this.device, scales, STORAGE) : undefined;
+    return { buffer, offset: 0, shape, dtype, ...(s ? { scales: s } : {}) };
+  }
+
+  /** An uninitialised scratch tensor from the pool; give it back with `free`. */
+  scratch(shape: readonly number[], dtype: DType = 'f32'): Tensor {
+    return { buffer: this.pool.acquire(byteLength(shape, dtype)), offset: 0, shape, dtype };
+  }
+
+  free(t: Tensor): void {
+    this.pool.release(t.buffer);
+  }
+
+  /** Records, submits and reads back one tensor: convenience for tests and tools. */
+  async read(t: Tensor): Promise<ArrayBuffer> {
+    const rec = this.recorder();
+    const pending = rec.readback(t);
+    rec.submit();
+    return pending;
+  }
+
+  destroy(): void {
+    this.pool.trim();
+    this.gpu.destroy();
+  }
+}

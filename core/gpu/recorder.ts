@@ -1,0 +1,140 @@
+/**
+ * Records one GPU step: many dispatches in one compute pass, their uniforms
+ * packed into one arena written with a single `writeBuffer`, then one
+ * `submit`. Readbacks are copies into mappable staging buffers queued in the
+ * same submission; the only awaits in a step are those maps.
+ */
+import type { GpuContext } from './context.ts';
+import type { Kernel } from './pipelines.ts';
+import { byteLength, type Tensor } from './tensor.ts';
+
+/** A storage binding: a whole tensor or an explicit buffer range. */
+export type Binding = Tensor | { buffer: GPUBuffer; offset?: number; size?: number };
+
+const UNIFORM = 0x40 | 0x08; // UNIFORM | COPY_DST
+const MAP_READ = 0x01 | 0x08; // MAP_READ | COPY_DST
+
+export class Recorder {
+  private readonly encoder: GPUCommandEncoder;
+  private pass: GPUComputePassEncoder | null = null;
+  private readonly stage: ArrayBuffer;
+  private readonly view: DataView;
+  private used = 0;
+  private readonly align: number;
+  private readonly arena: GPUBuffer;
+  private readonly reads: { staging: GPUBuffer; size: number; resolve: (b: ArrayBuffer) => void; reject: (e: unknown) => void }[] = [];
+  private submitted = false;
+  /** Dispatches recorded so far (for tests and the "few dispatches" budget). */
+  dispatches = 0;
+
+  constructor(readonly ctx: GpuContext) {
+    this.encoder = ctx.device.createCommandEncoder();
+    this.align = ctx.gpu.limits.minUniformBufferOffsetAlignment;
+    this.arena = arenaFor(ctx);
+    this.stage = new ArrayBuffer(this.arena.size);
+    this.view = new DataView(this.stage);
+  }
+
+  private computePass(): GPUComputePassEncoder {
+    this.pass ??= this.encoder.beginComputePass();
+    return this.pass;
+  }
+
+  private endPass(): void {
+    this.pass?.end();
+    this.pass = null;
+  }
+
+  /**
+   * Records one dispatch. Binding 0 is the Params uniform; bindings 1..n are
+   * `buffers` in order. `groups` is the workgroup count [x, y, z].
+   */
+  dispatch(kernel: Kernel, params: Readonly<Record<string, number>>, buffers: readonly Binding[], groups: readonly [number, number?, number?]): void {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    const at = this.used;
+    if (at + kernel.layout.byteSize > this.stage.byteLength) throw new Error('Recorder: uniform arena full (too many dispatches in one step)');
+    kernel.layout.write(this.view, at, params);
+    this.used = at + Math.ceil(kernel.layout.byteSize / this.align) * this.align;
+
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: at, size: kernel.layout.byteSize } }];
+    let key = `${kernel.id}:${this.ctx.bufferId(this.arena)}@${at}`;
+    buffers.forEach((b, i) => {
+      const offset = b.offset ?? 0;
+      const size = 'dtype' in b ? byteLength(b.shape, b.dtype) : b.size;
+      entries.push({ binding: i + 1, resource: size === undefined ? { buffer: b.buffer, offset } : { buffer: b.buffer, offset, size } });
+      key += `|${this.ctx.bufferId(b.buffer)}@${offset}+${size ?? '*'}`;
+    });
+    const cache = this.ctx.bindGroups;
+    let group = cache.get(key);
+    if (!group) {
+      if (cache.size > 8192) cache.clear();
+      group = this.ctx.device.createBindGroup({ layout: kernel.pipeline.getBindGroupLayout(0), entries });
+      cache.set(key, group);
+    }
+    const pass = this.computePass();
+    pass.setPipeline(kernel.pipeline);
+    pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    this.dispatches++;
+  }
+
+  /** Copies `size` bytes between buffers (ends the current pass). */
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    this.endPass();
+    this.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
+  }
+
+  /** Queues a readback of `t` (or `bytes` of it) resolved after `submit()`. */
+  readback(t: Binding, bytes?: number): Promise<ArrayBuffer> {
+    const size = bytes ?? ('dtype' in t ? byteLength(t.shape, t.dtype) : (t.size ?? t.buffer.size - (t.offset ?? 0)));
+    const padded = Math.ceil(size / 4) * 4;
+    const staging = this.ctx.pool.acquire(padded, MAP_READ);
+    this.copy(t.buffer, t.offset ?? 0, staging, 0, padded);
+    return new Promise((resolve, reject) => this.reads.push({ staging, size, resolve, reject }));
+  }
+
+  /** Uploads uniforms, submits the step, starts the readbacks. */
+  submit(): void {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    this.submitted = true;
+    this.endPass();
+    const { device } = this.ctx;
+    if (this.used > 0) device.queue.writeBuffer(this.arena, 0, this.stage, 0, this.used);
+    device.queue.submit([this.encoder.finish()]);
+    for (const r of this.reads) {
+      r.staging.mapAsync(0x0001).then(
+        () => {
+          const out = r.staging.getMappedRange(0, Math.ceil(r.size / 4) * 4).slice(0, r.size);
+          r.staging.unmap();
+          this.ctx.pool.release(r.staging);
+          try {
+            this.ctx.gpu.check();
+            r.resolve(out);
+          } catch (e) {
+            r.reject(e);
+          }
+        },
+        (e: unknown) => {
+          try {
+            this.ctx.gpu.check();
+          } catch (typed) {
+            r.reject(typed);
+            return;
+          }
+          r.reject(e);
+        },
+      );
+    }
+  }
+}
+
+/** One uniform arena per context, reused across steps: queue writes are ordered with submits. */
+const arenas = new WeakMap<GpuContext, GPUBuffer>();
+function arenaFor(ctx: GpuContext): GPUBuffer {
+  let a = arenas.get(ctx);
+  if (!a) {
+    a = ctx.device.createBuffer({ size: 1 << 20, usage: UNIFORM, label: 'uniform-arena' });
+    arenas.set(ctx, a);
+  }
+  return a;
+}
