@@ -1,0 +1,112 @@
+/**
+ * The only bridge from the scheduler to the GPU. Turns a StepPlan (plain
+ * data) into the model's StepInputs, records the forward pass and GPU
+ * sampling into one Recorder, submits once and reads back only the sampled
+ * ids ([R] u32).
+ */
+import type { GpuContext } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import type { StepGeometry, StepInputs } from '../models/step.ts';
+import { sample, type SampleRow } from '../ops/sample.ts';
+import type { KvCacheManager } from './kv_cache.ts';
+import type { StepPlan } from './scheduler.ts';
+
+/** A decoder the runner can drive (LlamaModel and friends). */
+export interface StepModel {
+  readonly geo: StepGeometry;
+  readonly cfg: { vocabSize: number };
+  record(rec: import('../gpu/recorder.ts').Recorder, s: StepInputs): Promise<Tensor>;
+}
+
+/** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
+export interface RowSampling extends SampleRow {
+  mask?: Uint32Array | null;
+}
+
+export interface StepResult {
+  /** Sampled id per plan entry with `sample: true`, in plan order. */
+  ids: Uint32Array;
+  /** Tokens computed this step. */
+  tokens: number;
+}
+
+export class Runner {
+  private readonly out: Tensor;
+  private readonly maskBuf: GPUBuffer;
+  private readonly maskWords: number;
+  /** Forward passes run (for tests: proves prefix reuse computes fewer tokens). */
+  computedTokens = 0;
+
+  constructor(
+    readonly ctx: GpuContext,
+    readonly model: StepModel,
+    readonly kv: KvCacheManager,
+  ) {
+    const R = model.geo.maxSeqs;
+    this.out = ctx.scratch([R], 'u32');
+    this.maskWords = Math.ceil(model.cfg.vocabSize / 32);
+    this.maskBuf = ctx.device.createBuffer({ size: R * this.maskWords * 4, usage: 0x80 | 0x08, label: 'sample-mask' });
+  }
+
+  /** Builds the plain step inputs for a plan. */
+  inputs(plan: StepPlan): StepInputs {
+    const geo = this.model.geo;
+    const T = plan.tokens;
+    const S = plan.scheduled.length;
+    const tokens = new Uint32Array(T);
+    const positions = new Uint32Array(T);
+    const tokenSeq = new Uint32Array(T);
+    const slots = new Uint32Array(T);
+    const blockTables = new Uint32Array(S * geo.maxBlocksPerSeq);
+    const logitRows: number[] = [];
+    let t = 0;
+    plan.scheduled.forEach((s, i) => {
+      const table = this.kv.blockTable(s.seq.id);
+      if (table.length > geo.maxBlocksPerSeq) throw new Error(`sequence ${s.seq.id} exceeds the block table width`);
+      blockTables.set(table, i * geo.maxBlocksPerSeq);
+      for (let k = 0; k < s.count; k++, t++) {
+        const pos = s.start + k;
+        tokens[t] = s.seq.tokens[pos]!;
+        positions[t] = pos;
+        tokenSeq[t] = i;
+        slots[t] = table[Math.floor(pos / geo.blockSize)]! * geo.blockSize + (pos % geo.blockSize);
+      }
+      if (s.sample) logitRows.push(t - 1);
+    });
+    return { tokens, positions, tokenSeq, slots, blockTables, numSeqs: S, logitRows: Uint32Array.from(logitRows) };
+  }
+
+  /** Runs one step: forward, sampling of the rows that need a token, one readback. */
+  async step(plan: StepPlan, rows: readonly RowSampling[]): Promise<StepResult> {
+    const inputs = this.inputs(plan);
+    const R = inputs.logitRows.length;
+    if (rows.length !== R) throw new Error(`runner: ${rows.length} sampling rows for ${R} logit rows`);
+    const rec = this.ctx.recorder();
+    const logits = await this.model.record(rec, inputs);
+    this.computedTokens += inputs.tokens.length;
+    if (R === 0) {
+      rec.submit();
+      return { ids: new Uint32Array(0), tokens: inputs.tokens.length };
+    }
+    let mask: Tensor | undefined;
+    if (rows.some((r) => r.mask)) {
+      const words = new Uint32Array(R * this.maskWords);
+      rows.forEach((r, i) => {
+        if (r.mask) words.set(r.mask, i * this.maskWords);
+        else words.fill(0xffffffff, i * this.maskWords, (i + 1) * this.maskWords);
+      });
+      this.ctx.device.queue.writeBuffer(this.maskBuf, 0, words);
+      mask = { buffer: this.maskBuf, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
+    }
+    const out: Tensor = { ...this.out, shape: [R] };
+    await sample(rec, logits, rows, out, mask ? { mask } : {});
+    const read = rec.readback(out);
+    rec.submit();
+    return { ids: new Uint32Array(await read), tokens: inputs.tokens.length };
+  }
+
+  destroy(): void {
+    this.ctx.free(this.out);
+    this.maskBuf.destroy();
+  }
+}

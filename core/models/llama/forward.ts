@@ -1,0 +1,179 @@
+/**
+ * The Llama-family decoder on the GPU: records one engine step (a ragged
+ * batch over the paged KV cache) into a Recorder, producing logits for the
+ * requested rows. Nothing here submits or reads back; the runner does both,
+ * once per step.
+ *
+ * Per layer: rms_norm, fused qkv matmul (+bias), rope (+ Qwen3 q/k norms),
+ * kv_write, paged attention, o-proj matmul accumulating into the residual,
+ * rms_norm, fused gate/up matmul, gated activation, down-proj matmul
+ * accumulating into the residual — 10 dispatches.
+ */
+import type { DecoderConfig } from '../../formats/hf_config.ts';
+import type { GpuContext } from '../../gpu/context.ts';
+import type { Recorder } from '../../gpu/recorder.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
+import { gatedAct } from '../../ops/activation.ts';
+import { attention } from '../../ops/attention.ts';
+import { embedding } from '../../ops/embedding.ts';
+import { gatherRows } from '../../ops/gather_rows.ts';
+import { kvWrite } from '../../ops/kv_write.ts';
+import { matmul } from '../../ops/matmul.ts';
+import { rmsNorm } from '../../ops/rms_norm.ts';
+import { rope } from '../../ops/rope.ts';
+import type { StepGeometry, StepInputs } from '../step.ts';
+import type { LlamaWeights } from './weights.ts';
+
+const STORAGE = 0x80 | 0x08 | 0x04;
+
+/** A region of the packed per-step input buffer. */
+interface Section {
+  offset: number;
+  capacity: number; // in u32 elements
+}
+
+export class LlamaModel {
+  readonly kvBytes: number;
+  private readonly input: GPUBuffer;
+  private readonly sections: Record<'tokens' | 'positions' | 'tokenSeq' | 'slots' | 'blockTables' | 'logitRows', Section>;
+  private readonly staging: Uint32Array<ArrayBuffer>;
+  private readonly cacheK: Tensor[] = [];
+  private readonly cacheV: Tensor[] = [];
+  private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
+  readonly qkvCols: number;
+
+  constructor(
+    readonly ctx: GpuContext,
+    readonly cfg: DecoderConfig,
+    readonly weights: LlamaWeights,
+    readonly geo: StepGeometry,
+  ) {
+    const { device } = ctx;
+    const align = ctx.gpu.limits.minStorageBufferOffsetAlignment;
+    const T = geo.maxTokens;
+    const caps = {
+      tokens: T,
+      positions: T,
+      tokenSeq: T,
+      slots: T,
+      blockTables: geo.maxSeqs * geo.maxBlocksPerSeq,
+      logitRows: geo.maxSeqs,
+    };
+    let at = 0;
+    const sections = {} as Record<keyof typeof caps, Section>;
+    for (const [name, capacity] of Object.entries(caps) as [keyof typeof caps, number][]) {
+      sections[name] = { offset: at, capacity };
+      at += Math.ceil((capacity * 4) / align) * align;
+    }
+    this.sections = sections;
+    this.input = device.createBuffer({ size: at, usage: STORAGE, label: 'step-inputs' });
+    this.staging = new Uint32Array(at / 4);
+
+    const c = cfg;
+    this.qkvCols = (c.heads + 2 * c.kvHeads) * c.headDim;
+    const f32 = (n: number, label: string): GPUBuffer => device.createBuffer({ size: Math.max(16, n * 4), usage: STORAGE, label });
+    this.buf = {
+      x: f32(T * c.hiddenSize, 'x'),
+      h: f32(T * c.hiddenSize, 'h'),
+      qkv: f32(T * this.qkvCols, 'qkv'),
+      att: f32(T * c.heads * c.headDim, 'att'),
+      gu: f32(T * 2 * c.intermediateSize, 'gu'),
+      act: f32(T * c.intermediateSize, 'act'),
+      last: f32(geo.maxSeqs * c.hiddenSize, 'last'),
+      lastN: f32(geo.maxSeqs * c.hiddenSize, 'lastN'),
+      logits: f32(geo.maxSeqs * c.vocabSize, 'logits'),
+    };
+    const slots = geo.numBlocks * geo.blockSize;
+    const kvShape = [slots, c.kvHeads, c.headDim];
+    for (let l = 0; l < c.layers; l++) {
+      this.cacheK.push({ buffer: f32(slots * c.kvHeads * c.headDim, `k${l}`), offset: 0, shape: kvShape, dtype: 'f32' });
+      this.cacheV.push({ buffer: f32(slots * c.kvHeads * c.headDim, `v${l}`), offset: 0, shape: kvShape, dtype: 'f32' });
+    }
+    this.kvBytes = 2 * c.layers * slots * c.kvHeads * c.headDim * 4;
+  }
+
+  private view(name: keyof LlamaModel['sections'], n: number): Tensor {
+    return { buffer: this.input, offset: this.sections[name].offset, shape: [n], dtype: 'u32' };
+  }
+
+  private act(name: keyof LlamaModel['buf'], shape: number[]): Tensor {
+    return { buffer: this.buf[name], offset: 0, shape, dtype: 'f32' };
+  }
+
+  /** Uploads the step's inputs with one queue write (ordered before the step's submit). */
+  private upload(s: StepInputs): void {
+    const put = (name: keyof LlamaModel['sections'], a: Uint32Array): void => {
+      const sec = this.sections[name];
+      if (a.length > sec.capacity) throw new Error(`step input ${name}: ${a.length} > capacity ${sec.capacity}`);
+      this.staging.set(a, sec.offset / 4);
+    };
+    put('tokens', s.tokens);
+    put('positions', s.positions);
+    put('tokenSeq', s.tokenSeq);
+    put('slots', s.slots);
+    put('blockTables', s.blockTables);
+    put('logitRows', s.logitRows);
+    this.ctx.device.queue.writeBuffer(this.input, 0, this.staging);
+  }
+
+  /** Records the forward pass; returns logits [R, V] (valid after the step is submitted). */
+  async record(rec: Recorder, s: StepInputs): Promise<Tensor> {
+    const c = this.cfg;
+    const T = s.tokens.length;
+    const R = s.logitRows.length;
+    const D = c.hiddenSize;
+    const w = this.weights;
+    this.upload(s);
+    const positions = this.view('positions', T);
+    const x = this.act('x', [T, D]);
+    const h = this.act('h', [T, D]);
+    const qkv = this.act('qkv', [T, this.qkvCols]);
+    const att = this.act('att', [T, c.heads * c.headDim]);
+    const gu = this.act('gu', [T, 2 * c.intermediateSize]);
+    const a = this.act('act', [T, c.intermediateSize]);
+    const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols };
+
+    await embedding(rec, this.view('tokens', T), w.embed, x);
+    for (let l = 0; l < c.layers; l++) {
+      const L = w.layers[l]!;
+      await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
+      await matmul(rec, h, L.qkv, qkv);
+      await rope(rec, qkv, positions, {
+        tokens: T,
+        qHeads: c.heads,
+        kHeads: c.kvHeads,
+        headDim: c.headDim,
+        rowStride: this.qkvCols,
+        theta: c.ropeTheta,
+        style: 'half',
+        ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
+        ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
+      });
+      await kvWrite(rec, qkv, this.view('slots', T), this.cacheK[l]!, this.cacheV[l]!, heads);
+      await attention(rec, qkv, this.cacheK[l]!, this.cacheV[l]!, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, {
+        ...heads,
+        blockSize: this.geo.blockSize,
+        maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
+        ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
+      });
+      await matmul(rec, att, L.o, x, { accumulate: true });
+      await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
+      await matmul(rec, h, L.gu, gu);
+      await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
+      await matmul(rec, a, L.down, x, { accumulate: true });
+    }
+    const last = this.act('last', [R, D]);
+    const lastN = this.act('lastN', [R, D]);
+    await gatherRows(rec, x, this.view('logitRows', R), last);
+    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
+    const logits = this.act('logits', [R, c.vocabSize]);
+    await matmul(rec, lastN, w.head, logits);
+    return logits;
+  }
+
+  destroy(): void {
+    this.input.destroy();
+    for (const b of Object.values(this.buf)) b.destroy();
+    for (const t of [...this.cacheK, ...this.cacheV]) t.buffer.destroy();
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Loads a decoder LM from a ModelSource — a Hugging Face directory
+ * (config.json + safetensors, sharded or not) or a single GGUF file — onto a
+ * GPU context, and builds the engine around it.
+ *
+ * Geometry defaults: KV blocks of 16 tokens; the pool size comes from
+ * `kvCacheBytes` (default: enough for `maxSeqs` full-context sequences, capped
+ * at 256 MiB), so `WEFT_PAGE_CACHE_SIZE` maps straight onto it.
+ */
+import { Engine } from '../engine/engine.ts';
+import { KvCacheManager } from '../engine/kv_cache.ts';
+import { Runner } from '../engine/runner.ts';
+import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type GenerationDefaults } from '../formats/hf_config.ts';
+import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
+import type { ModelSource } from '../formats/source.ts';
+import type { GpuContext } from '../gpu/context.ts';
+import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
+import { openGgufWeights } from './gguf_weights.ts';
+import type { WeightDType, WeightSource } from './host_tensor.ts';
+import { LlamaModel } from './llama/forward.ts';
+import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from './llama/weights.ts';
+import type { StepGeometry } from './step.ts';
+
+export interface LoadOptions {
+  /** GPU weight dtype (default `auto`: f32 for float checkpoints, GGUF quantization kept). */
+  dtype?: WeightDType;
+  /** Tokens per engine step (default 256). */
+  maxTokensPerStep?: number;
+  /** Sequences per step (default 16). */
+  maxSeqs?: number;
+  /** Context limit (default: the model's max positions). */
+  maxContext?: number;
+  /** KV-cache pool size in bytes. */
+  kvCacheBytes?: number;
+  blockSize?: number;
+  prefixCaching?: boolean;
+}
+
+export interface LoadedDecoder {
+  cfg: DecoderConfig;
+  generation: GenerationDefaults;
+  tokenizer: Tokenizer;
+  weights: LlamaWeights;
+  model: LlamaModel;
+  engine: Engine;
+  geometry: StepGeometry;
+  format: 'safetensors' | 'gguf';
+  destroy(): void;
+}
+
+async function safetensorsWeights(ms: ModelSource): Promise<WeightSource> {
+  const st = await openSafetensorsModel(ms);
+  return {
+    has: (n) => st.tensors.has(n),
+    async load(n) {
+      const t = st.tensors.get(n);
+      if (!t) throw new Error(`missing tensor ${n}`);
+      return { kind: 'f32', shape: t.info.shape, data: toFloat32(t.info.dtype, await st.read(n)) };
+    },
+  };
+}
+
+export function kvBytesPerToken(cfg: DecoderConfig): number {
+  return 2 * cfg.layers * cfg.kvHeads * cfg.headDim * 4;
+}
+
+export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
+  let cfg: DecoderConfig;
+  let generation: GenerationDefaults;
+  let tokenizer: Tokenizer;
+  let weights: WeightSource;
+  let format: LoadedDecoder['format'];
+  if (await ms.exists('model.gguf')) {
+    const g = await openGgufWeights(await ms.open('model.gguf'));
+    cfg = g.config;
+    tokenizer = g.tokenizer;
+    generation = { eosTokenIds: cfg.eosTokenIds, ...(cfg.bosTokenId !== null ? { bosTokenId: cfg.bosTokenId } : {}) };
+    weights = g.weights;
+    format = 'gguf';
+  } else {
+    cfg = parseDecoderConfig(await ms.readText('config.json'));
+    generation = (await ms.exists('generation_config.json'))
+      ? parseGenerationConfig(await ms.readText('generation_config.json'))
+      : { eosTokenIds: cfg.eosTokenIds };
+    tokenizer = await loadTokenizerFromSource(ms);
+    weights = await safetensorsWeights(ms);
+    format = 'safetensors';
+  }
+  const blockSize = opts.blockSize ?? 16;
+  const maxContext = Math.min(opts.maxContext ?? cfg.maxPositions, cfg.maxPositions);
+  const maxSeqs = opts.maxSeqs ?? 16;
+  const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
+  const perBlock = kvBytesPerToken(cfg) * blockSize;
+  const wanted = opts.kvCacheBytes ?? Math.min(256 * 2 ** 20, maxSeqs * maxBlocksPerSeq * perBlock);
+  const numBlocks = Math.max(maxBlocksPerSeq, Math.floor(wanted / perBlock));
+  const geometry: StepGeometry = {
+    maxTokens: opts.maxTokensPerStep ?? 256,
+    maxSeqs,
+    numBlocks,
+    blockSize,
+    maxBlocksPerSeq,
+  };
+  const w = await loadLlamaWeights(ctx, cfg, weights, opts.dtype ?? 'auto');
+  const model = new LlamaModel(ctx, cfg, w, geometry);
+  const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
+  const runner = new Runner(ctx, model, kv);
+  const eosIds = [...new Set([...generation.eosTokenIds, ...cfg.eosTokenIds, ...tokenizer.eosIds])];
+  const engine = new Engine(runner, tokenizer, {
+    scheduler: { maxTokensPerStep: geometry.maxTokens, maxSeqs, maxContext },
+    eosIds,
+  });
+  return {
+    cfg,
+    generation,
+    tokenizer,
+    weights: w,
+    model,
+    engine,
+    geometry,
+    format,
+    destroy() {
+      runner.destroy();
+      model.destroy();
+      destroyLlamaWeights(w);
+    },
+  };
+}
