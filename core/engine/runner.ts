@@ -5,6 +5,7 @@
  * ids ([R] u32).
  */
 import type { GpuContext } from '../gpu/context.ts';
+import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { StepGeometry, StepInputs } from '../models/step.ts';
 import { sample, type SampleRow } from '../ops/sample.ts';
@@ -15,7 +16,7 @@ import type { StepPlan } from './scheduler.ts';
 export interface StepModel {
   readonly geo: StepGeometry;
   readonly cfg: { vocabSize: number };
-  record(rec: import('../gpu/recorder.ts').Recorder, s: StepInputs): Promise<Tensor>;
+  record(rec: Recorder, s: StepInputs): Promise<Tensor | null>;
 }
 
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
@@ -84,7 +85,7 @@ export class Runner {
     const rec = this.ctx.recorder();
     const logits = await this.model.record(rec, inputs);
     this.computedTokens += inputs.tokens.length;
-    if (R === 0) {
+    if (R === 0 || !logits) {
       rec.submit();
       return { ids: new Uint32Array(0), tokens: inputs.tokens.length };
     }

@@ -111,6 +111,8 @@ export class Recorder {
             this.ctx.gpu.check();
             r.resolve(out);
           } catch (e) {
+            // A failed step may have cached an invalid bind group: drop them all.
+            this.ctx.bindGroups.clear();
             r.reject(e);
           }
         },

@@ -116,8 +116,11 @@ export class LlamaModel {
     this.ctx.device.queue.writeBuffer(this.input, 0, this.staging);
   }
 
-  /** Records the forward pass; returns logits [R, V] (valid after the step is submitted). */
-  async record(rec: Recorder, s: StepInputs): Promise<Tensor> {
+  /**
+   * Records the forward pass; returns logits [R, V] (valid after the step is
+   * submitted), or null when no row needs logits (a step of prompt chunks only).
+   */
+  async record(rec: Recorder, s: StepInputs): Promise<Tensor | null> {
     const c = this.cfg;
     const T = s.tokens.length;
     const R = s.logitRows.length;
@@ -162,6 +165,7 @@ export class LlamaModel {
       await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
       await matmul(rec, a, L.down, x, { accumulate: true });
     }
+    if (R === 0) return null;
     const last = this.act('last', [R, D]);
     const lastN = this.act('lastN', [R, D]);
     await gatherRows(rec, x, this.view('logitRows', R), last);
