@@ -89,3 +89,61 @@ export class CancelledError extends WeftError {
     super('cancelled', message);
   }
 }
+
+// ---- service ------------------------------------------------------------
+
+/** A named thing (reader, group, request, document) does not exist. */
+export class NotFoundError extends WeftError {
+  constructor(code: string, message: string, details?: Record<string, unknown>) {
+    super(code, message, details);
+  }
+}
+
+/** The service cannot take the request now (not ready, overloaded); retry later. */
+export class UnavailableError extends WeftError {
+  /** Seconds the client should wait before retrying. */
+  readonly retryAfter: number;
+  constructor(code: string, message: string, retryAfter = 1, details?: Record<string, unknown>) {
+    super(code, message, details);
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** The request is larger than a configured limit. */
+export class PayloadTooLargeError extends WeftError {}
+
+export class AuthError extends WeftError {}
+
+/** Plain-data form of an error, for crossing worker boundaries. */
+export interface ErrorJSON {
+  name: string;
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+export function errorToJSON(e: unknown): ErrorJSON {
+  if (e instanceof WeftError) return { name: e.name, code: e.code, message: e.message, ...(e.details ? { details: e.details } : {}) };
+  const err = e instanceof Error ? e : new Error(String(e));
+  return { name: 'Error', code: 'internal_error', message: err.message };
+}
+
+const CLASSES: Record<string, new (code: string, message: string, details?: Record<string, unknown>) => WeftError> = {
+  InvalidRequestError,
+  NotFoundError,
+  PayloadTooLargeError,
+  AuthError,
+  WeftError,
+};
+
+/** Rebuilds an error from its plain form, keeping its class where it matters for status mapping. */
+export function errorFromJSON(j: ErrorJSON): WeftError {
+  if (j.name === 'CancelledError') return new CancelledError(j.message);
+  if (j.name === 'UnavailableError') return new UnavailableError(j.code, j.message, 1, j.details);
+  const C = CLASSES[j.name];
+  if (C) return new C(j.code, j.message, j.details);
+  // GPU, model and other errors keep their code; the class becomes the generic one.
+  const e = new WeftError(j.code, j.message, j.details);
+  Object.defineProperty(e, 'name', { value: j.name });
+  return e;
+}

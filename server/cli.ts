@@ -3,6 +3,7 @@
  *
  *   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T]
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
+ *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
@@ -20,6 +21,7 @@ import { DEFAULT_MODEL_DIR } from './paths.ts';
 const USAGE = `usage:
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
+  weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]`;
 
 function num(v: string | undefined, name: string): number | undefined {
@@ -104,6 +106,10 @@ export async function main(argv: string[]): Promise<number> {
         return await generate(rest);
       case 'device':
         return await device(rest);
+      case 'serve': {
+        const { serve } = await import('./main.ts');
+        return await serve(rest);
+      }
       default:
         process.stderr.write(`${USAGE}\n`);
         return cmd === undefined || cmd === '--help' || cmd === 'help' ? 0 : 2;

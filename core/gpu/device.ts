@@ -81,8 +81,23 @@ function isNode(): boolean {
   return !!p?.versions?.node && !('Deno' in globalThis);
 }
 
+/**
+ * Sets the environment Dawn's backends read through getenv: the SwiftShader
+ * ICD is *added* to the Vulkan loader's drivers (a real GPU stays visible) and
+ * EGL runs surfaceless. Worker threads get a copy of process.env that native
+ * code never sees, so a Node server calls this on its main thread before it
+ * starts reader workers; device creation calls it too. User settings win.
+ */
+export function prepareGpuEnv(): void {
+  const e = env();
+  if (!e || !isNode()) return;
+  if (!e.EGL_PLATFORM) e.EGL_PLATFORM = 'surfaceless';
+  if (!e.VK_ICD_FILENAMES && !e.VK_ADD_DRIVER_FILES) e.VK_ADD_DRIVER_FILES = SWIFTSHADER_ICD;
+}
+
 let dawn: Promise<DawnModule> | undefined;
 async function loadDawn(): Promise<DawnModule> {
+  prepareGpuEnv();
   // A variable specifier keeps bundlers from trying to include the native addon.
   const spec = 'webgpu';
   dawn ??= import(/* @vite-ignore */ spec).then((m: DawnModule) => {
@@ -105,19 +120,15 @@ function looksCpu(a: GPUAdapter): boolean {
 
 async function tryNode(backend: 'native' | 'swiftshader' | 'opengles', pref?: GPUPowerPreference): Promise<Found | null> {
   const m = await loadDawn();
-  const e = env();
   if (backend === 'opengles') {
-    if (e && !e.EGL_PLATFORM) e.EGL_PLATFORM = 'surfaceless';
     const gpu = m.create(['backend=opengles']);
     const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: pref });
     return adapter ? { instance: gpu, adapter, backend, featureLevel: 'compatibility' } : null;
   }
   if (backend === 'swiftshader') {
-    // The Vulkan loader reads this when Dawn creates its instance, so setting
-    // it here (before create) is enough. Respect a user's own ICD choice.
-    if (e && !e.VK_ICD_FILENAMES) e.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+    // SwiftShader is Vulkan's CPU ("fallback") adapter; prepareGpuEnv added its ICD.
     const gpu = m.create(['backend=vulkan']);
-    const adapter = await gpu.requestAdapter({ powerPreference: pref });
+    const adapter = await gpu.requestAdapter({ powerPreference: pref, forceFallbackAdapter: true });
     return adapter ? { instance: gpu, adapter, backend, featureLevel: 'core' } : null;
   }
   const gpu = m.create([]);

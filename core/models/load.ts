@@ -46,6 +46,8 @@ export interface LoadedDecoder {
   engine: Engine;
   geometry: StepGeometry;
   format: 'safetensors' | 'gguf';
+  /** config.json as shipped; for GGUF, an HF-style config built from its metadata. */
+  rawConfig: Record<string, unknown>;
   destroy(): void;
 }
 
@@ -61,6 +63,27 @@ async function safetensorsWeights(ms: ModelSource): Promise<WeightSource> {
   };
 }
 
+/** The fields of an HF config.json that a DecoderConfig determines (for GGUF models). */
+function hfStyleConfig(c: DecoderConfig): Record<string, unknown> {
+  return {
+    architectures: [c.architecture],
+    hidden_size: c.hiddenSize,
+    num_hidden_layers: c.layers,
+    num_attention_heads: c.heads,
+    num_key_value_heads: c.kvHeads,
+    head_dim: c.headDim,
+    intermediate_size: c.intermediateSize,
+    vocab_size: c.vocabSize,
+    max_position_embeddings: c.maxPositions,
+    rms_norm_eps: c.rmsEps,
+    rope_theta: c.ropeTheta,
+    tie_word_embeddings: c.tieEmbeddings,
+    bos_token_id: c.bosTokenId,
+    eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
+    ...(c.slidingWindow ? { sliding_window: c.slidingWindow } : {}),
+  };
+}
+
 export function kvBytesPerToken(cfg: DecoderConfig): number {
   return 2 * cfg.layers * cfg.kvHeads * cfg.headDim * 4;
 }
@@ -71,6 +94,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   let tokenizer: Tokenizer;
   let weights: WeightSource;
   let format: LoadedDecoder['format'];
+  let rawConfig: Record<string, unknown>;
   if (await ms.exists('model.gguf')) {
     const g = await openGgufWeights(await ms.open('model.gguf'));
     cfg = g.config;
@@ -78,8 +102,10 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     generation = { eosTokenIds: cfg.eosTokenIds, ...(cfg.bosTokenId !== null ? { bosTokenId: cfg.bosTokenId } : {}) };
     weights = g.weights;
     format = 'gguf';
+    rawConfig = hfStyleConfig(cfg);
   } else {
-    cfg = parseDecoderConfig(await ms.readText('config.json'));
+    rawConfig = JSON.parse(await ms.readText('config.json')) as Record<string, unknown>;
+    cfg = parseDecoderConfig(rawConfig);
     generation = (await ms.exists('generation_config.json'))
       ? parseGenerationConfig(await ms.readText('generation_config.json'))
       : { eosTokenIds: cfg.eosTokenIds };
@@ -119,6 +145,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     engine,
     geometry,
     format,
+    rawConfig,
     destroy() {
       runner.destroy();
       model.destroy();

@@ -1,0 +1,104 @@
+/**
+ * ReaderApi served in-process by a loaded decoder. Runs wherever the core
+ * runs: inside a Node worker thread (server readers), in a browser Web
+ * Worker (browser mode) or directly in tests.
+ */
+import { InvalidRequestError } from '../errors.ts';
+import type { LoadedDecoder } from '../models/load.ts';
+import type { GenerationEvent } from './engine.ts';
+import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
+import { validateRequest } from './reader_api.ts';
+
+export class LocalReader implements ReaderApi {
+  constructor(
+    readonly loaded: LoadedDecoder,
+    private readonly meta: { readerId: string; model: string; device: string; backend: string },
+    private readonly compileConstraint?: ConstraintCompiler,
+  ) {}
+
+  info(): ReaderInfo {
+    const { cfg, tokenizer, engine } = this.loaded;
+    return {
+      ...this.meta,
+      type: 'generate',
+      architecture: cfg.architecture,
+      contextLength: engine.opts.scheduler.maxContext,
+      vocabSize: cfg.vocabSize,
+      hasChatTemplate: tokenizer.hasChatTemplate,
+    };
+  }
+
+  private promptOf(req: GenerateRequest): string | number[] {
+    const p = req.prompt;
+    if (typeof p === 'string' || Array.isArray(p)) return p;
+    if (!p || !Array.isArray(p.messages)) throw new InvalidRequestError('invalid_prompt', 'prompt must be a string, token ids or {messages}', { field: 'prompt' });
+    return this.loaded.tokenizer.applyChatTemplate(p.messages, { addGenerationPrompt: true, ...(p.tools ? { tools: p.tools } : {}) });
+  }
+
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
+    validateRequest(req);
+    let constraint;
+    if (req.constraint) {
+      if (!this.compileConstraint) throw new InvalidRequestError('constraints_unsupported', 'this reader cannot apply structured-output constraints');
+      constraint = this.compileConstraint(req.constraint);
+    }
+    const prompt = this.promptOf(req);
+    // A chat-rendered prompt already carries its special tokens.
+    const chat = typeof req.prompt === 'object' && !Array.isArray(req.prompt);
+    return this.loaded.engine.generate(prompt, {
+      ...(req.maxNewTokens !== undefined ? { maxNewTokens: req.maxNewTokens } : {}),
+      ...(req.minNewTokens !== undefined ? { minNewTokens: req.minNewTokens } : {}),
+      ...(req.sampling ? { sampling: req.sampling } : {}),
+      ...(req.noRepeatNgramSize ? { noRepeatNgramSize: req.noRepeatNgramSize } : {}),
+      ...(req.stop ? { stop: req.stop } : {}),
+      ...(req.stopTokenIds ? { stopTokenIds: req.stopTokenIds } : {}),
+      ...(req.ignoreEos ? { ignoreEos: true } : {}),
+      ...(req.promptMaxTokens !== undefined ? { promptMaxTokens: req.promptMaxTokens } : {}),
+      ...(req.id ? { id: req.id } : {}),
+      ...(signal ? { signal } : {}),
+      ...(constraint ? { constraint } : {}),
+      addSpecialTokens: !chat,
+    });
+  }
+
+  async cancel(id: string): Promise<boolean> {
+    return this.loaded.engine.cancel(id);
+  }
+
+  async tokenize(text: string, opts: { addSpecialTokens?: boolean } = {}): Promise<{ ids: number[]; tokens: string[] }> {
+    const tok = this.loaded.tokenizer;
+    const ids = tok.encode(text, { addSpecialTokens: opts.addSpecialTokens ?? true });
+    return { ids, tokens: ids.map((i) => tok.idToToken(i) ?? '') };
+  }
+
+  async detokenize(ids: number[], opts: { skipSpecialTokens?: boolean } = {}): Promise<string> {
+    const tok = this.loaded.tokenizer;
+    for (const id of ids) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.loaded.cfg.vocabSize) {
+        throw new InvalidRequestError('invalid_token', `token id ${id} is outside the vocabulary (0..${this.loaded.cfg.vocabSize - 1})`, { field: 'tokens' });
+      }
+    }
+    return tok.decode(ids, { skipSpecialTokens: opts.skipSpecialTokens ?? false });
+  }
+
+  async chatTemplate(messages: Parameters<ReaderApi['chatTemplate']>[0], opts: { addGenerationPrompt?: boolean; tools?: unknown[] } = {}): Promise<string> {
+    return this.loaded.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true, ...(opts.tools ? { tools: opts.tools } : {}) });
+  }
+
+  async modelConfig(): Promise<unknown> {
+    return this.loaded.rawConfig;
+  }
+
+  async stats(): Promise<ReaderStats> {
+    const { engine } = this.loaded;
+    const kv = engine.runner.kv.stats();
+    return {
+      running: engine.scheduler.running.length,
+      waiting: engine.scheduler.waiting.length,
+      kvBlocksTotal: kv.numBlocks,
+      kvBlocksFree: kv.freeBlocks,
+      prefixHitTokens: kv.prefixHitTokens,
+      computedTokens: engine.runner.computedTokens,
+    };
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The reader API: what a loaded generative model offers, as plain data in and
+ * out, so the same interface is served in-process (LocalReader), across a
+ * Node worker thread or a browser Web Worker (core/engine/protocol.ts), and
+ * by the HTTP layer. Constraints travel as specs and are compiled where the
+ * tokenizer lives.
+ */
+import { InvalidRequestError } from '../errors.ts';
+import type { SamplingParams } from '../sampling/params.ts';
+import type { ChatMessage } from '../tokenizer/tokenizer.ts';
+import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
+
+/** A structured-output constraint as requested (compiled by the reader). */
+export type ConstraintRequest =
+  | { kind: 'json_schema'; schema: unknown; backend?: string }
+  | { kind: 'regex'; pattern: string; backend?: string }
+  | { kind: 'json_object'; backend?: string };
+
+/** One generation request as plain, cloneable data. */
+export interface GenerateRequest {
+  /** A prompt string, token ids, or chat messages (rendered with the model's template). */
+  prompt: string | number[] | { messages: ChatMessage[]; tools?: unknown[] };
+  maxNewTokens?: number;
+  minNewTokens?: number;
+  sampling?: Partial<SamplingParams>;
+  noRepeatNgramSize?: number;
+  stop?: string[];
+  stopTokenIds?: number[];
+  ignoreEos?: boolean;
+  promptMaxTokens?: number;
+  constraint?: ConstraintRequest;
+  /** Id for cancellation; assigned by the caller. */
+  id?: string;
+}
+
+export interface GenerateResponse {
+  text: string;
+  tokenIds: number[];
+  finishReason: FinishReason;
+  usage: Usage;
+}
+
+export interface ReaderInfo {
+  readerId: string;
+  model: string;
+  type: 'generate' | 'embed' | 'classify';
+  device: string;
+  backend: string;
+  architecture: string;
+  contextLength: number;
+  vocabSize: number;
+  hasChatTemplate: boolean;
+}
+
+export interface ReaderStats {
+  running: number;
+  waiting: number;
+  kvBlocksTotal: number;
+  kvBlocksFree: number;
+  prefixHitTokens: number;
+  computedTokens: number;
+}
+
+/** The operations every generative reader serves, whatever the transport. */
+export interface ReaderApi {
+  info(): ReaderInfo;
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
+  cancel(id: string): Promise<boolean>;
+  tokenize(text: string, opts?: { addSpecialTokens?: boolean }): Promise<{ ids: number[]; tokens: string[] }>;
+  detokenize(ids: number[], opts?: { skipSpecialTokens?: boolean }): Promise<string>;
+  chatTemplate(messages: ChatMessage[], opts?: { addGenerationPrompt?: boolean; tools?: unknown[] }): Promise<string>;
+  /** The model's config.json (or the GGUF-derived equivalent). */
+  modelConfig(): Promise<unknown>;
+  stats(): Promise<ReaderStats>;
+}
+
+/** Compiles a constraint request into a fresh per-request TokenConstraint. */
+export type ConstraintCompiler = (c: ConstraintRequest) => TokenConstraint;
+
+export function validateRequest(req: GenerateRequest): void {
+  const intField = (v: unknown, name: string, min: number, max = 1 << 30): void => {
+    if (v === undefined) return;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+      throw new InvalidRequestError(`invalid_${name}`, `${name} must be an integer in [${min}, ${max}]`, { field: name });
+    }
+  };
+  intField(req.maxNewTokens, 'max_new_tokens', 1, 1 << 20);
+  intField(req.minNewTokens, 'min_new_tokens', 0, 1 << 20);
+  intField(req.noRepeatNgramSize, 'no_repeat_ngram_size', 0, 1024);
+  intField(req.promptMaxTokens, 'prompt_max_tokens', 1, 1 << 24);
+  if (req.stop !== undefined && (!Array.isArray(req.stop) || req.stop.some((s) => typeof s !== 'string' || s.length === 0))) {
+    throw new InvalidRequestError('invalid_stop', 'stop must be a list of non-empty strings', { field: 'stop' });
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * Builds every HTTP app of the service, each a plain Hono app that tests can
+ * drive with `app.request()`: inference (3000, which also carries the
+ * OpenAI-compatible /v1 routes and /metrics), management (3001), the
+ * OpenAI layer on its own port (3003), SageMaker-style (8080) and
+ * Vertex-style (3002).
+ */
+import { Hono } from 'hono';
+import { NotFoundError } from '../../core/errors.ts';
+import { bearerAuth } from '../http/auth.ts';
+import { errorBody, onError } from '../http/errors.ts';
+import type { Service } from '../service.ts';
+import { inferenceApp } from './inference.ts';
+import { managementApp } from './management.ts';
+import { metricsRoute } from './metrics_route.ts';
+
+export interface Apps {
+  inference: Hono;
+  management: Hono;
+}
+
+function finish(app: Hono, svc: Service, keys: readonly string[]): Hono {
+  const root = new Hono();
+  root.onError(onError(svc.log));
+  root.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
+  root.use('*', bearerAuth(keys));
+  root.route('/', app);
+  return root;
+}
+
+export function buildApps(svc: Service): Apps {
+  const inf = inferenceApp(svc);
+  metricsRoute(inf.app, svc);
+  const mgmt = managementApp(svc);
+  const keys = svc.config.apiKeys;
+  const mkeys = svc.config.managementApiKeys.length ? svc.config.managementApiKeys : keys;
+  return { inference: finish(inf.app, svc, keys), management: finish(mgmt.app, svc, mkeys) };
+}

@@ -1,0 +1,177 @@
+/**
+ * The inference app (port 3000): generate, generate_stream (SSE), tokenize,
+ * detokenize, chat_template, cancel, status and healthz.
+ *
+ * Every response carries `x-request-id`; `POST /cancel/{request_id}` stops
+ * that request at the engine's next step, and so does a client that
+ * disconnects. Streams start only after the reader accepted the request, so
+ * validation errors are JSON errors with a status, never a broken stream.
+ */
+import { Hono, type Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
+import type { GenerationEvent } from '../../core/engine/engine.ts';
+import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
+import { ApiSpec, parseBody } from '../http/api_spec.ts';
+import { errorBody } from '../http/errors.ts';
+import * as S from '../http/schemas.ts';
+import type { Service } from '../service.ts';
+
+const DEFAULT_MAX_NEW_TOKENS = 128;
+
+/** Maps Takeoff-style parameters onto a reader request. */
+export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPromptBytes: number): GenerateRequest {
+  const bytes = new TextEncoder().encode(prompt).length;
+  if (bytes > maxPromptBytes) {
+    throw new PayloadTooLargeError('prompt_too_large', `the prompt is ${bytes} bytes; the limit is ${maxPromptBytes} (WEFT_MAX_PROMPT_STRING_BYTES)`, { limit: maxPromptBytes, bytes });
+  }
+  if (p.json_schema !== undefined && p.regex_string !== undefined) {
+    throw new InvalidRequestError('conflicting_constraints', 'give json_schema or regex_string, not both', { field: 'json_schema' });
+  }
+  let constraint: ConstraintRequest | undefined;
+  const backend = p.constrained_decoding_backend;
+  if (p.json_schema !== undefined) {
+    let schema: unknown = p.json_schema;
+    if (typeof schema === 'string') {
+      try {
+        schema = JSON.parse(schema);
+      } catch {
+        throw new InvalidRequestError('invalid_schema', 'json_schema is a string that is not valid JSON', { field: 'json_schema', path: '' });
+      }
+    }
+    constraint = { kind: 'json_schema', schema, ...(backend ? { backend } : {}) };
+  } else if (p.regex_string !== undefined) {
+    constraint = { kind: 'regex', pattern: p.regex_string, ...(backend ? { backend } : {}) };
+  } else if (backend !== undefined && backend !== 'native' && backend !== 'outlines') {
+    throw new InvalidRequestError('invalid_constrained_decoding_backend', `constrained_decoding_backend must be one of native, outlines`, { field: 'constrained_decoding_backend', valid: ['native', 'outlines'] });
+  }
+  const sampling = {
+    temperature: p.sampling_temperature ?? 0,
+    ...(p.sampling_topk !== undefined ? { topK: p.sampling_topk } : {}),
+    ...(p.sampling_topp !== undefined ? { topP: p.sampling_topp } : {}),
+    ...(p.repetition_penalty !== undefined ? { repetitionPenalty: p.repetition_penalty } : {}),
+    ...(p.seed !== undefined ? { seed: p.seed } : {}),
+  };
+  return {
+    prompt,
+    maxNewTokens: p.max_new_tokens ?? DEFAULT_MAX_NEW_TOKENS,
+    sampling,
+    ...(p.min_new_tokens !== undefined ? { minNewTokens: p.min_new_tokens } : {}),
+    ...(p.no_repeat_ngram_size ? { noRepeatNgramSize: p.no_repeat_ngram_size } : {}),
+    ...(p.stop ? { stop: p.stop } : {}),
+    ...(p.prompt_max_tokens !== undefined ? { promptMaxTokens: p.prompt_max_tokens } : {}),
+    ...(constraint ? { constraint } : {}),
+  };
+}
+
+type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+const usageOf = (d: Done): { prompt_tokens: number; completion_tokens: number; cached_tokens: number } => ({
+  prompt_tokens: d.usage.promptTokens,
+  completion_tokens: d.usage.completionTokens,
+  cached_tokens: d.usage.cachedTokens,
+});
+
+export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
+  const app = new Hono();
+  const spec = new ApiSpec('Weft inference API', 'Text generation, tokenization and request control.', svc.version);
+  const maxBody = Math.max(svc.config.maxPromptStringBytes * 64 + 65536, 1 << 20);
+
+  spec.add({ method: 'post', path: '/generate', summary: 'Generate text for one prompt or a list of prompts', body: S.GenerateBody, response: S.GenerateResponse });
+  app.post('/generate', async (c) => {
+    const body = await parseBody(c, S.GenerateBody, maxBody);
+    const prompts = typeof body.text === 'string' ? [body.text] : body.text;
+    const reqs = prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes));
+    const ids = reqs.map(() => svc.newRequestId());
+    c.header('x-request-id', ids.join(','));
+    const results = await Promise.all(reqs.map((r, i) => svc.runToCompletion(body.consumer_group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+    if (typeof body.text === 'string') {
+      const d = results[0]!;
+      return c.json({ text: d.text, finish_reason: d.finishReason, usage: usageOf(d) });
+    }
+    return c.json({ text: results.map((d) => d.text), finish_reason: results.map((d) => d.finishReason), usage: results.map(usageOf) });
+  });
+
+  spec.add({ method: 'post', path: '/generate_stream', summary: 'Stream generated text as server-sent events', body: S.GenerateStreamBody, stream: true });
+  app.post('/generate_stream', async (c) => {
+    const body = await parseBody(c, S.GenerateStreamBody, maxBody);
+    const req = toGenerateRequest(body, body.text, svc.config.maxPromptStringBytes);
+    const id = svc.newRequestId();
+    const ac = new AbortController();
+    const signal = c.req.raw.signal;
+    signal.addEventListener('abort', () => ac.abort(), { once: true });
+    const { events, release } = await svc.startGeneration(body.consumer_group, { ...req, id }, ac.signal);
+    const it = events[Symbol.asyncIterator]();
+    // Pull the first event before committing to a stream: errors stay JSON errors.
+    let first: IteratorResult<GenerationEvent>;
+    try {
+      first = await it.next();
+    } catch (e) {
+      release();
+      throw e;
+    }
+    c.header('x-request-id', id);
+    return streamSSE(c, async (stream) => {
+      stream.onAbort(() => ac.abort());
+      try {
+        for (let r = first; !r.done; r = await it.next()) {
+          const ev = r.value;
+          if (ev.type === 'token') await stream.writeSSE({ data: JSON.stringify({ text: ev.text, token_id: ev.id }) });
+          else await stream.writeSSE({ event: 'done', data: JSON.stringify({ finish_reason: ev.finishReason, usage: usageOf(ev) }) });
+        }
+      } catch (e) {
+        await stream.writeSSE({ event: 'error', data: JSON.stringify(errorBody(e)) });
+      } finally {
+        ac.abort();
+        release();
+      }
+    });
+  });
+
+  spec.add({ method: 'post', path: '/tokenize/{reader_id}', summary: 'Tokenize text with a live reader', body: S.TokenizeBody, response: S.TokenizeResponse });
+  app.post('/tokenize/:reader_id', async (c) => {
+    const body = await parseBody(c, S.TokenizeBody, maxBody);
+    const r = await svc.readers.api(c.req.param('reader_id')).tokenize(body.text, { addSpecialTokens: body.add_special_tokens ?? true });
+    return c.json({ tokens: r.ids, token_strings: r.tokens });
+  });
+
+  spec.add({ method: 'post', path: '/detokenize/{reader_id}', summary: 'Turn token ids back into text', body: S.DetokenizeBody, response: S.DetokenizeResponse });
+  app.post('/detokenize/:reader_id', async (c) => {
+    const body = await parseBody(c, S.DetokenizeBody, maxBody);
+    const text = await svc.readers.api(c.req.param('reader_id')).detokenize(body.tokens, { skipSpecialTokens: body.skip_special_tokens ?? false });
+    return c.json({ text });
+  });
+
+  spec.add({ method: 'post', path: '/chat_template/{reader_id}', summary: "Render chat messages with the reader's chat template", body: S.ChatTemplateBody, response: S.ChatTemplateResponse });
+  app.post('/chat_template/:reader_id', async (c) => {
+    const body = await parseBody(c, S.ChatTemplateBody, maxBody);
+    const text = await svc.readers.api(c.req.param('reader_id')).chatTemplate(body.messages as never, {
+      addGenerationPrompt: body.add_generation_prompt ?? true,
+      ...(body.tools ? { tools: body.tools } : {}),
+    });
+    return c.json({ text });
+  });
+
+  spec.add({ method: 'post', path: '/cancel/{request_id}', summary: 'Cancel a request by the id from its x-request-id header', response: S.CancelResponse });
+  app.post('/cancel/:request_id', async (c) => {
+    const id = c.req.param('request_id');
+    return c.json({ request_id: id, cancelled: await svc.cancel(id) });
+  });
+
+  spec.add({ method: 'get', path: '/status', summary: 'Readers, groups and engine statistics' });
+  app.get('/status', async (c) => c.json(await svc.status()));
+
+  spec.add({ method: 'get', path: '/healthz', summary: '200 when every reader is ready, else 503', query: { wait: 'seconds to wait for readiness (max health_wait_max)' } });
+  app.get('/healthz', (c) => healthz(c, svc));
+
+  spec.mountDocs(app);
+  return { app, spec };
+}
+
+export async function healthz(c: Context, svc: Service): Promise<Response> {
+  const wait = Math.min(Number(c.req.query('wait') ?? '0') || 0, svc.config.healthWaitMax);
+  if (wait > 0 && !svc.readers.allReady) await svc.readers.waitSettled(wait * 1000);
+  const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state }));
+  const ok = svc.readers.allReady;
+  return c.json({ status: ok ? 'ok' : 'loading', readers }, ok ? 200 : 503);
+}

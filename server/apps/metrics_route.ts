@@ -1,0 +1,29 @@
+/**
+ * GET /metrics (Prometheus text): service counters and histograms, process
+ * CPU/memory, and per-reader engine gauges (queue depth, running batch, KV
+ * blocks, prefix-cache hits) gathered from the readers at scrape time.
+ */
+import type { Hono } from 'hono';
+import { gauge } from '../metrics.ts';
+import type { Service } from '../service.ts';
+
+export function metricsRoute(app: Hono, svc: Service): void {
+  app.get('/metrics', async (c) => {
+    const readers = svc.readers.all();
+    const stats = await Promise.all(readers.map(async (r) => ({ r, s: r.ready && r.api ? await r.api.stats().catch(() => null) : null })));
+    const lbl = (id: string, group: string): Record<string, string> => ({ reader_id: id, consumer_group: group });
+    const per = (f: (s: NonNullable<(typeof stats)[number]['s']>) => number): [Record<string, string>, number][] =>
+      stats.filter((x) => x.s).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), f(x.s!)]);
+    const body =
+      svc.metrics.render() +
+      gauge('weft_reader_ready', '1 when the reader finished loading.', readers.map((r) => [lbl(r.readerId, r.spec.consumerGroup), r.ready ? 1 : 0])) +
+      gauge('weft_queue_depth', 'Requests waiting for admission.', per((s) => s.waiting)) +
+      gauge('weft_batch_size', 'Sequences in the running batch.', per((s) => s.running)) +
+      gauge('weft_kv_blocks_used', 'KV-cache blocks in use.', per((s) => s.kvBlocksTotal - s.kvBlocksFree)) +
+      gauge('weft_kv_blocks_total', 'KV-cache blocks in the pool.', per((s) => s.kvBlocksTotal)) +
+      gauge('weft_prefix_cache_hit_tokens', 'Prompt tokens served from the prefix cache.', per((s) => s.prefixHitTokens)) +
+      gauge('weft_computed_tokens', 'Tokens run through the model.', per((s) => s.computedTokens)) +
+      gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]);
+    return c.text(body, 200, { 'content-type': 'text/plain; version=0.0.4' });
+  });
+}

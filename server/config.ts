@@ -1,0 +1,169 @@
+/**
+ * Settings: built-in defaults, then `config.yaml` (path from `--config`,
+ * `WEFT_CONFIG`, or ./config.yaml when present), then one `WEFT_*`
+ * environment variable per key (the spec's SERVICE_* names with WEFT in place
+ * of SERVICE). Every key is documented in docs/configuration.md.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { InvalidRequestError } from '../core/errors.ts';
+import { parseBytes } from '../core/engine/sizes.ts';
+import { DEFAULT_MODEL_DIR } from './paths.ts';
+
+export interface ServiceConfig {
+  host: string;
+  /** Ports; 0 disables an app. */
+  port: number;
+  managementPort: number;
+  openaiPort: number;
+  sagemakerPort: number;
+  vertexPort: number;
+  /** Model of the default reader (group `primary`); '' starts none. */
+  model: string;
+  consumerGroup: string;
+  /** Extra readers started at boot (ReaderSpec-shaped objects). */
+  readers: unknown[];
+  /** Bound on memory held by queued requests and pending responses, bytes. */
+  kvstoreMaxMemory: number;
+  /** Bound on one prompt string, bytes. */
+  maxPromptStringBytes: number;
+  pageCacheSize: string | null;
+  assistantName: string | null;
+  logDisableTimestamps: boolean;
+  noColor: boolean;
+  /** Bearer tokens accepted on inference APIs; empty = no auth. */
+  apiKeys: string[];
+  /** Bearer tokens accepted on the management API; empty = same as apiKeys. */
+  managementApiKeys: string[];
+  /** Max seconds /healthz?wait= may block. */
+  healthWaitMax: number;
+  frontendBasePath: string;
+  aipPredictRoute: string;
+  aipHealthRoute: string;
+  backend: string;
+}
+
+export const DEFAULTS: ServiceConfig = {
+  host: '0.0.0.0',
+  port: 3000,
+  managementPort: 3001,
+  openaiPort: 3003,
+  sagemakerPort: 8080,
+  vertexPort: 3002,
+  model: DEFAULT_MODEL_DIR,
+  consumerGroup: 'primary',
+  readers: [],
+  kvstoreMaxMemory: 1e9,
+  maxPromptStringBytes: 30e3,
+  pageCacheSize: null,
+  assistantName: null,
+  logDisableTimestamps: false,
+  noColor: false,
+  apiKeys: [],
+  managementApiKeys: [],
+  healthWaitMax: 60,
+  frontendBasePath: '/',
+  aipPredictRoute: '/predict',
+  aipHealthRoute: '/health',
+  backend: 'auto',
+};
+
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'array';
+const KEYS: Record<keyof ServiceConfig, Kind> = {
+  host: 'string',
+  port: 'int',
+  managementPort: 'int',
+  openaiPort: 'int',
+  sagemakerPort: 'int',
+  vertexPort: 'int',
+  model: 'string',
+  consumerGroup: 'string',
+  readers: 'array',
+  kvstoreMaxMemory: 'bytes',
+  maxPromptStringBytes: 'bytes',
+  pageCacheSize: 'nullable',
+  assistantName: 'nullable',
+  logDisableTimestamps: 'bool',
+  noColor: 'bool',
+  apiKeys: 'list',
+  managementApiKeys: 'list',
+  healthWaitMax: 'int',
+  frontendBasePath: 'string',
+  aipPredictRoute: 'string',
+  aipHealthRoute: 'string',
+  backend: 'string',
+};
+
+const snake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+function coerce(key: string, kind: Kind, v: unknown): unknown {
+  const bad = (want: string): never => {
+    throw new InvalidRequestError('invalid_config', `config ${snake(key)}: expected ${want}, got ${JSON.stringify(v)}`, { key: snake(key) });
+  };
+  switch (kind) {
+    case 'string':
+      return typeof v === 'string' ? v : typeof v === 'number' ? String(v) : bad('a string');
+    case 'nullable':
+      return v === null || v === '' ? null : typeof v === 'string' || typeof v === 'number' ? String(v) : bad('a string');
+    case 'int': {
+      const n = typeof v === 'string' ? Number(v) : v;
+      return typeof n === 'number' && Number.isInteger(n) && n >= 0 ? n : bad('a non-negative integer');
+    }
+    case 'bytes':
+      return typeof v === 'number' || typeof v === 'string' ? parseBytes(v, snake(key)) : bad('a size like 30KB');
+    case 'bool':
+      if (typeof v === 'boolean') return v;
+      if (typeof v === 'string' && /^(1|true|yes|on)$/i.test(v)) return true;
+      if (typeof v === 'string' && /^(0|false|no|off|)$/i.test(v)) return false;
+      return bad('a boolean');
+    case 'list':
+      if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v;
+      if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
+      return bad('a list of strings');
+    case 'array':
+      if (Array.isArray(v)) return v;
+      if (typeof v === 'string') {
+        try {
+          const parsed: unknown = JSON.parse(v);
+          if (Array.isArray(parsed)) return parsed;
+        } catch {
+          // fall through
+        }
+      }
+      return bad('a list');
+  }
+}
+
+export interface ConfigSources {
+  /** Path to config.yaml (optional). */
+  file?: string;
+  env?: Record<string, string | undefined>;
+  /** Explicit overrides (tests, CLI flags), applied last. */
+  overrides?: Partial<ServiceConfig>;
+}
+
+export function loadConfig(src: ConfigSources = {}): ServiceConfig {
+  const env = src.env ?? process.env;
+  const cfg: Record<string, unknown> = { ...DEFAULTS };
+  const file = src.file ?? env.WEFT_CONFIG ?? (existsSync('config.yaml') ? 'config.yaml' : undefined);
+  if (file) {
+    const doc: unknown = parseYaml(readFileSync(file, 'utf8'));
+    if (doc !== null && doc !== undefined) {
+      if (typeof doc !== 'object' || Array.isArray(doc)) throw new InvalidRequestError('invalid_config', `${file}: expected a mapping at the top level`);
+      const byKey = new Map(Object.keys(KEYS).map((k) => [snake(k), k]));
+      for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
+        const key = byKey.get(k) ?? (k in KEYS ? k : undefined);
+        if (!key) throw new InvalidRequestError('invalid_config', `${file}: unknown setting "${k}"`, { key: k });
+        cfg[key] = coerce(key, KEYS[key as keyof ServiceConfig], v);
+      }
+    }
+  }
+  for (const key of Object.keys(KEYS) as (keyof ServiceConfig)[]) {
+    const name = key === 'noColor' ? 'NO_COLOR' : `WEFT_${snake(key).toUpperCase()}`;
+    const v = env[name];
+    if (v === undefined) continue;
+    cfg[key] = key === 'noColor' ? v !== '' : coerce(key, KEYS[key], v);
+  }
+  Object.assign(cfg, src.overrides ?? {});
+  return cfg as unknown as ServiceConfig;
+}

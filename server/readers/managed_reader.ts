@@ -1,0 +1,118 @@
+/**
+ * One reader as the main thread sees it: a worker thread that loads a model
+ * and serves ReaderApi, with readiness, in-flight accounting for balancing,
+ * and restart with exponential backoff when the worker dies (not when it is
+ * deleted). A model that fails to load is reported, not restarted in a loop:
+ * load errors are configuration errors.
+ */
+import { Worker } from 'node:worker_threads';
+import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
+import { RemoteReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
+import type { ReaderInfo } from '../../core/engine/reader_api.ts';
+import type { ReaderSpec } from './spec.ts';
+
+export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
+
+const ENTRY = new URL('./worker_boot.mjs', import.meta.url);
+
+export class ManagedReader {
+  state: ReaderState = 'loading';
+  api: RemoteReader | null = null;
+  error: ErrorJSON | null = null;
+  /** Requests in flight (for least-loaded balancing). */
+  inFlight = 0;
+  restarts = 0;
+  private worker: Worker | null = null;
+  private stopping = false;
+  private readyWaiters: (() => void)[] = [];
+  readonly startedAt = Date.now();
+
+  constructor(
+    readonly readerId: string,
+    readonly spec: ReaderSpec,
+  ) {
+    this.spawn();
+  }
+
+  get ready(): boolean {
+    return this.state === 'ready';
+  }
+
+  get info(): ReaderInfo | null {
+    return this.api?.info() ?? null;
+  }
+
+  /** Resolves when ready, failed or stopped (whichever first), or after `ms`. */
+  waitSettled(ms: number): Promise<void> {
+    if (this.state !== 'loading' && this.state !== 'restarting') return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.readyWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  private settle(): void {
+    for (const w of this.readyWaiters.splice(0)) w();
+  }
+
+  private spawn(): void {
+    const worker = new Worker(ENTRY, {
+      workerData: { readerId: this.readerId, spec: this.spec },
+      stdout: false,
+      stderr: false,
+    });
+    this.worker = worker;
+    const listeners: ((m: Msg) => void)[] = [];
+    const endpoint: Endpoint = {
+      post: (m) => worker.postMessage(m),
+      onMessage: (cb) => listeners.push(cb),
+    };
+    worker.on('message', (m: Msg) => {
+      if (m.kind === 'ready') {
+        this.api = new RemoteReader(endpoint, m.content as ReaderInfo);
+        this.state = 'ready';
+        this.error = null;
+        this.settle();
+      } else if (m.kind === 'failed') {
+        this.error = m.content as ErrorJSON;
+        this.state = 'failed';
+        this.settle();
+        void worker.terminate();
+      }
+      for (const l of listeners) l(m);
+    });
+    worker.on('error', (e) => {
+      this.error = { name: e.name, code: 'reader_crashed', message: e.message };
+    });
+    worker.on('exit', () => {
+      this.api?.close(errorFromJSON({ name: 'UnavailableError', code: 'reader_crashed', message: `reader ${this.readerId} stopped` }));
+      this.api = null;
+      this.inFlight = 0;
+      if (this.stopping) {
+        this.state = 'stopped';
+        this.settle();
+        return;
+      }
+      if (this.state === 'failed') return;
+      // Crashed after (or while) loading: restart with backoff, capped at 30 s.
+      this.state = 'restarting';
+      const delay = Math.min(30_000, 500 * 2 ** this.restarts++);
+      setTimeout(() => {
+        if (!this.stopping) {
+          this.state = 'loading';
+          this.spawn();
+        }
+      }, delay).unref();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.worker?.terminate();
+    this.state = 'stopped';
+    this.settle();
+  }
+}

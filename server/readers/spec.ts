@@ -1,0 +1,77 @@
+/**
+ * What a reader is started from (config.yaml `readers:` entries and
+ * `PUT /models` bodies), validated into one typed shape.
+ */
+import { InvalidRequestError } from '../../core/errors.ts';
+
+export interface ReaderSpec {
+  /** Model directory or .gguf file path. */
+  model: string;
+  /** Consumer group requests name to reach this reader (default `primary`). */
+  consumerGroup: string;
+  /** GPU backend name (`auto` by default). */
+  backend?: string;
+  /** Weight dtype on the GPU (`auto` by default). */
+  dtype?: 'auto' | 'f32' | 'f16' | 'q8_0' | 'q4_0';
+  maxSeqs?: number;
+  maxTokensPerStep?: number;
+  maxContext?: number;
+  /** KV-cache pool: bytes, or `X%` of the GPU memory budget. */
+  pageCacheSize?: string | number;
+  prefixCaching?: boolean;
+  /** Explicit id; generated when absent. */
+  readerId?: string;
+}
+
+const DTYPES = ['auto', 'f32', 'f16', 'q8_0', 'q4_0'] as const;
+
+function intOpt(o: Record<string, unknown>, snake: string, camel: string, min: number, max: number): number | undefined {
+  const v = o[snake] ?? o[camel];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new InvalidRequestError('invalid_reader_config', `${snake} must be an integer in [${min}, ${max}]`, { field: snake });
+  }
+  return v;
+}
+
+/** Accepts snake_case (HTTP, YAML) or camelCase keys. */
+export function parseReaderSpec(raw: unknown, defaults: { model: string }): ReaderSpec {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new InvalidRequestError('invalid_reader_config', 'a reader configuration must be a JSON object');
+  }
+  const o = raw as Record<string, unknown>;
+  const str = (snake: string, camel: string): string | undefined => {
+    const v = o[snake] ?? o[camel];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== 'string' || v.length === 0) throw new InvalidRequestError('invalid_reader_config', `${snake} must be a non-empty string`, { field: snake });
+    return v;
+  };
+  const dtype = str('dtype', 'dtype');
+  if (dtype !== undefined && !(DTYPES as readonly string[]).includes(dtype)) {
+    throw new InvalidRequestError('invalid_reader_config', `dtype must be one of ${DTYPES.join(', ')}`, { field: 'dtype' });
+  }
+  const group = str('consumer_group', 'consumerGroup') ?? 'primary';
+  if (!/^[\w.-]{1,64}$/.test(group)) throw new InvalidRequestError('invalid_reader_config', 'consumer_group must match [A-Za-z0-9_.-]{1,64}', { field: 'consumer_group' });
+  const readerId = str('reader_id', 'readerId');
+  if (readerId !== undefined && !/^[\w.-]{1,64}$/.test(readerId)) throw new InvalidRequestError('invalid_reader_config', 'reader_id must match [A-Za-z0-9_.-]{1,64}', { field: 'reader_id' });
+  const pcs = o.page_cache_size ?? o.pageCacheSize;
+  if (pcs !== undefined && typeof pcs !== 'string' && typeof pcs !== 'number') {
+    throw new InvalidRequestError('invalid_reader_config', 'page_cache_size must be bytes, a size like "64MB", or "X%"', { field: 'page_cache_size' });
+  }
+  const prefix = o.prefix_caching ?? o.prefixCaching;
+  if (prefix !== undefined && typeof prefix !== 'boolean') throw new InvalidRequestError('invalid_reader_config', 'prefix_caching must be a boolean', { field: 'prefix_caching' });
+  const spec: ReaderSpec = { model: str('model', 'model') ?? str('model_name', 'modelName') ?? defaults.model, consumerGroup: group };
+  const backend = str('backend', 'backend');
+  if (backend) spec.backend = backend;
+  if (dtype) spec.dtype = dtype as ReaderSpec['dtype'];
+  const maxSeqs = intOpt(o, 'max_batch_size', 'maxSeqs', 1, 256);
+  if (maxSeqs) spec.maxSeqs = maxSeqs;
+  const budget = intOpt(o, 'max_tokens_per_step', 'maxTokensPerStep', 1, 1 << 16);
+  if (budget) spec.maxTokensPerStep = budget;
+  const ctxLen = intOpt(o, 'max_context', 'maxContext', 1, 1 << 20);
+  if (ctxLen) spec.maxContext = ctxLen;
+  if (pcs !== undefined) spec.pageCacheSize = pcs as string | number;
+  if (prefix !== undefined) spec.prefixCaching = prefix as boolean;
+  if (readerId) spec.readerId = readerId;
+  return spec;
+}

@@ -1,0 +1,144 @@
+/**
+ * The service core shared by every HTTP app: configuration, the reader
+ * manager, the registry of requests in flight (for cancel-by-id), the memory
+ * bound on queued work (WEFT_KVSTORE_MAX_MEMORY) and the logger.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { CancelledError, UnavailableError } from '../core/errors.ts';
+import type { GenerationEvent } from '../core/engine/engine.ts';
+import type { GenerateRequest } from '../core/engine/reader_api.ts';
+import type { ServiceConfig } from './config.ts';
+import { createLogger, type Logger } from './log.ts';
+import type { ManagedReader } from './readers/managed_reader.ts';
+import { ReaderManager } from './readers/manager.ts';
+import { parseReaderSpec } from './readers/spec.ts';
+import { Metrics } from './metrics.ts';
+
+type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+/** Rough bytes a request holds while queued and until its response is sent. */
+function requestBytes(req: GenerateRequest): number {
+  const prompt = typeof req.prompt === 'string' ? req.prompt.length * 2 : JSON.stringify(req.prompt).length * 2;
+  return 1024 + prompt + (req.maxNewTokens ?? 128) * 16 + (req.constraint ? JSON.stringify(req.constraint).length * 2 : 0);
+}
+
+export class Service {
+  readonly readers = new ReaderManager();
+  readonly log: Logger;
+  readonly metrics = new Metrics();
+  readonly version: string;
+  private readonly inFlight = new Map<string, { reader: ManagedReader; ac: AbortController }>();
+  /** Bytes reserved by requests in flight (bounded by kvstoreMaxMemory). */
+  reservedBytes = 0;
+
+  constructor(readonly config: ServiceConfig) {
+    this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
+    this.version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  }
+
+  /** Starts the readers named by the configuration. */
+  startConfiguredReaders(): void {
+    if (this.config.model) {
+      this.readers.start({
+        model: this.config.model,
+        consumerGroup: this.config.consumerGroup,
+        readerId: 'primary-0',
+        ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
+        ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
+      });
+    }
+    for (const raw of this.config.readers) this.readers.start(parseReaderSpec(raw, { model: this.config.model }));
+  }
+
+  newRequestId(): string {
+    return randomUUID();
+  }
+
+  /**
+   * Admits a request to a reader of `group`. The caller iterates `events` and
+   * must call `release` once done (also on error).
+   */
+  async startGeneration(group: string | undefined, req: GenerateRequest, signal: AbortSignal): Promise<{ events: AsyncIterable<GenerationEvent>; release: () => void; reader: ManagedReader }> {
+    if (signal.aborted) throw new CancelledError();
+    const bytes = requestBytes(req);
+    if (this.reservedBytes + bytes > this.config.kvstoreMaxMemory) {
+      this.metrics.rejected.inc();
+      throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
+    }
+    const reader = this.readers.pick(group ?? this.config.consumerGroup);
+    const id = req.id ?? this.newRequestId();
+    const ac = new AbortController();
+    const onAbort = (): void => ac.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.reservedBytes += bytes;
+    reader.inFlight++;
+    this.inFlight.set(id, { reader, ac });
+    const started = performance.now();
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.reservedBytes -= bytes;
+      reader.inFlight = Math.max(0, reader.inFlight - 1);
+      this.inFlight.delete(id);
+      signal.removeEventListener('abort', onAbort);
+    };
+    let events: AsyncIterable<GenerationEvent>;
+    try {
+      events = reader.api!.generate({ ...req, id }, ac.signal);
+    } catch (e) {
+      release();
+      throw e;
+    }
+    const metrics = this.metrics;
+    async function* observed(): AsyncGenerator<GenerationEvent> {
+      let first = 0;
+      try {
+        for await (const ev of events) {
+          if (ev.type === 'token' && !first) {
+            first = performance.now();
+            metrics.ttft.observe((first - started) / 1000);
+          }
+          if (ev.type === 'done') metrics.finished(ev, started, first);
+          yield ev;
+        }
+      } finally {
+        release();
+      }
+    }
+    return { events: observed(), release, reader };
+  }
+
+  async runToCompletion(group: string | undefined, req: GenerateRequest, signal: AbortSignal): Promise<Done> {
+    const { events, release } = await this.startGeneration(group, req, signal);
+    try {
+      for await (const ev of events) if (ev.type === 'done') return ev;
+      throw new CancelledError();
+    } finally {
+      release();
+    }
+  }
+
+  async cancel(id: string): Promise<boolean> {
+    const f = this.inFlight.get(id);
+    if (!f) return false;
+    f.ac.abort();
+    return true;
+  }
+
+  async status(): Promise<Record<string, unknown>> {
+    const groups: Record<string, unknown[]> = {};
+    for (const [g, list] of this.readers.groups()) {
+      groups[g] = await Promise.all(
+        list.map(async (r) => ({ ...this.readers.summary(r), stats: r.ready && r.api ? await r.api.stats().catch(() => null) : null })),
+      );
+    }
+    return { version: this.version, requests_in_flight: this.inFlight.size, reserved_bytes: this.reservedBytes, groups };
+  }
+
+  async close(): Promise<void> {
+    for (const f of this.inFlight.values()) f.ac.abort();
+    await this.readers.stopAll();
+  }
+}
