@@ -7,6 +7,7 @@
 import { BufferPool, STORAGE, uploadBuffer } from './buffers.ts';
 import { createGpu, type Gpu, type GpuOptions } from './device.ts';
 import { PipelineCache } from './pipelines.ts';
+import { Profiler } from './profiler.ts';
 import { Recorder } from './recorder.ts';
 import { byteLength, type DType, type Tensor } from './tensor.ts';
 import { defaultVariant, type Variant } from '../ops/variant.ts';
@@ -21,6 +22,8 @@ export class GpuContext {
 
   /** Kernel family variant used by ops unless a call overrides it. */
   variant: Variant;
+  /** When set, every dispatch is timed (see profiler.ts). */
+  profiler: Profiler | null = null;
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -40,6 +43,18 @@ export class GpuContext {
     let id = this.bufferIds.get(b);
     if (id === undefined) this.bufferIds.set(b, (id = this.nextBufferId++));
     return id;
+  }
+
+  /** Starts per-kernel GPU timing; null if the adapter has no timestamp queries. */
+  startProfiling(): Profiler | null {
+    if (!this.gpu.caps.timestamps) return null;
+    this.profiler ??= new Profiler(this.device);
+    return this.profiler;
+  }
+
+  stopProfiling(): void {
+    this.profiler?.destroy();
+    this.profiler = null;
   }
 
   recorder(): Recorder {

@@ -78,12 +78,19 @@ export class PipelineCache {
     } catch (e) {
       throw new ShaderCompileError(k.shader, (e as Error).message);
     }
+    // Bad WGSL also raises a device validation error; capture it here so it is
+    // reported once, as this ShaderCompileError, and not again by the next
+    // unrelated readback through Gpu.check().
+    this.device.pushErrorScope('validation');
     const module = this.device.createShaderModule({ code, label });
+    const scope = this.device.popErrorScope();
     const info = await module.getCompilationInfo();
+    const scopeError = await scope;
     const errors = info.messages.filter((m) => m.type === 'error');
     if (errors.length) {
       throw new ShaderCompileError(label, errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; '));
     }
+    if (scopeError) throw new ShaderCompileError(label, scopeError.message);
     let pipeline: GPUComputePipeline;
     try {
       pipeline = await this.device.createComputePipelineAsync({

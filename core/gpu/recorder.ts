@@ -6,6 +6,7 @@
  */
 import type { GpuContext } from './context.ts';
 import type { Kernel } from './pipelines.ts';
+import type { Profiler } from './profiler.ts';
 import { byteLength, type Tensor } from './tensor.ts';
 
 /** A storage binding: a whole tensor or an explicit buffer range. */
@@ -26,16 +27,30 @@ export class Recorder {
   private submitted = false;
   /** Dispatches recorded so far (for tests and the "few dispatches" budget). */
   dispatches = 0;
+  /** With a profiler: the kernel label of each timed pass, in order. */
+  private readonly timed: string[] = [];
+  private readonly profiler: Profiler | null;
 
   constructor(readonly ctx: GpuContext) {
     this.encoder = ctx.device.createCommandEncoder();
     this.align = ctx.gpu.limits.minUniformBufferOffsetAlignment;
     this.arena = arenaFor(ctx);
-    this.stage = new ArrayBuffer(this.arena.size);
+    this.stage = stagingFor(ctx, this.arena.size);
     this.view = new DataView(this.stage);
+    this.profiler = ctx.profiler;
   }
 
-  private computePass(): GPUComputePassEncoder {
+  private computePass(label?: string): GPUComputePassEncoder {
+    if (this.profiler && label !== undefined && this.timed.length < this.profiler.capacity) {
+      // Profiling: one pass per dispatch, timestamped at both ends.
+      this.endPass();
+      const i = this.timed.length;
+      this.timed.push(label);
+      this.pass = this.encoder.beginComputePass({
+        timestampWrites: { querySet: this.profiler.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
+      });
+      return this.pass;
+    }
     this.pass ??= this.encoder.beginComputePass();
     return this.pass;
   }
@@ -71,7 +86,7 @@ export class Recorder {
       group = this.ctx.device.createBindGroup({ layout: kernel.pipeline.getBindGroupLayout(0), entries });
       cache.set(key, group);
     }
-    const pass = this.computePass();
+    const pass = this.computePass(this.profiler ? kernel.label : undefined);
     pass.setPipeline(kernel.pipeline);
     pass.setBindGroup(0, group);
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
@@ -99,8 +114,11 @@ export class Recorder {
     this.submitted = true;
     this.endPass();
     const { device } = this.ctx;
+    if (this.profiler && this.timed.length) this.profiler.resolve(this.encoder, this.timed);
     if (this.used > 0) device.queue.writeBuffer(this.arena, 0, this.stage, 0, this.used);
+    releaseStaging(this.ctx, this.stage);
     device.queue.submit([this.encoder.finish()]);
+    if (this.profiler && this.timed.length) void this.profiler.collect();
     for (const r of this.reads) {
       r.staging.mapAsync(0x0001).then(
         () => {
@@ -128,6 +146,17 @@ export class Recorder {
       );
     }
   }
+}
+
+/** CPU-side uniform staging, recycled: writeBuffer copies it at submit, so it is free right after. */
+const stagings = new WeakMap<GpuContext, ArrayBuffer[]>();
+function stagingFor(ctx: GpuContext, size: number): ArrayBuffer {
+  return stagings.get(ctx)?.pop() ?? new ArrayBuffer(size);
+}
+function releaseStaging(ctx: GpuContext, b: ArrayBuffer): void {
+  let list = stagings.get(ctx);
+  if (!list) stagings.set(ctx, (list = []));
+  if (list.length < 4) list.push(b);
 }
 
 /** One uniform arena per context, reused across steps: queue writes are ordered with submits. */

@@ -30,10 +30,10 @@ export function evalCondition(expr: string, defs: Defines): boolean {
   return expr.split('||').some((conj) => conj.split('&&').every((atom) => evalAtom(atom, defs)));
 }
 
-/** Expands directives and `{{NAME}}` placeholders; throws on unbalanced blocks or unknown placeholders. */
+/** Expands directives and `{{NAME}}` placeholders; throws on unbalanced or misordered blocks and unknown placeholders. */
 export function preprocess(source: string, defs: Defines): string {
   // Stack of frames: active = this branch emits; taken = some branch of this #if already emitted.
-  const stack: { active: boolean; taken: boolean; parent: boolean }[] = [];
+  const stack: { active: boolean; taken: boolean; parent: boolean; sawElse: boolean }[] = [];
   const active = (): boolean => (stack.length ? stack[stack.length - 1]!.active : true);
   const out: string[] = [];
   for (const line of source.split('\n')) {
@@ -44,10 +44,11 @@ export function preprocess(source: string, defs: Defines): string {
       if (kind === 'if') {
         const parent = active();
         const c = parent && evalCondition(rest!, defs);
-        stack.push({ active: c, taken: c, parent });
+        stack.push({ active: c, taken: c, parent, sawElse: false });
       } else {
         const f = stack[stack.length - 1];
         if (!f) throw new Error(`wgsl preprocessor: #${kind} without #if`);
+        if (f.sawElse && kind !== 'endif') throw new Error(`wgsl preprocessor: #${kind} after #else`);
         if (kind === 'elif') {
           const c = f.parent && !f.taken && evalCondition(rest!, defs);
           f.active = c;
@@ -55,6 +56,7 @@ export function preprocess(source: string, defs: Defines): string {
         } else if (kind === 'else') {
           f.active = f.parent && !f.taken;
           f.taken = true;
+          f.sawElse = true;
         } else stack.pop();
       }
       continue;
