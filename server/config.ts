@@ -94,6 +94,13 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   backend: 'string',
 };
 
+/** Variables whose names follow another convention than WEFT_<KEY>. */
+const ENV_NAMES: Partial<Record<keyof ServiceConfig, string>> = {
+  noColor: 'NO_COLOR',
+  aipPredictRoute: 'AIP_PREDICT_ROUTE',
+  aipHealthRoute: 'AIP_HEALTH_ROUTE',
+};
+
 const snake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 function coerce(key: string, kind: Kind, v: unknown): unknown {
@@ -159,11 +166,16 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
     }
   }
   for (const key of Object.keys(KEYS) as (keyof ServiceConfig)[]) {
-    const name = key === 'noColor' ? 'NO_COLOR' : `WEFT_${snake(key).toUpperCase()}`;
+    const name = ENV_NAMES[key] ?? `WEFT_${snake(key).toUpperCase()}`;
     const v = env[name];
     if (v === undefined) continue;
     cfg[key] = key === 'noColor' ? v !== '' : coerce(key, KEYS[key], v);
   }
   Object.assign(cfg, src.overrides ?? {});
-  return cfg as unknown as ServiceConfig;
+  const out = cfg as unknown as ServiceConfig;
+  if (out.assistantName) {
+    // Refused, not ignored: a user who sets a draft model must not silently get none.
+    throw new InvalidRequestError('unsupported_setting', 'assistant_name (speculative decoding) is not supported by this version', { key: 'assistant_name' });
+  }
+  return out;
 }

@@ -1,0 +1,42 @@
+/**
+ * A real service for server tests: the bundled model in a worker-thread
+ * reader, apps built in-process (for `app.request()`), readiness awaited.
+ */
+import { buildApps, type Apps } from '../../server/apps/index.ts';
+import { loadConfig, type ServiceConfig } from '../../server/config.ts';
+import { Service } from '../../server/service.ts';
+import { prepareGpuEnv } from '../../core/gpu/device.ts';
+
+export interface TestService {
+  svc: Service;
+  apps: Apps;
+}
+
+export async function startTestService(overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
+  prepareGpuEnv();
+  const svc = new Service(loadConfig({ env: {}, overrides: { backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true, ...overrides } }));
+  svc.startConfiguredReaders();
+  await svc.readers.waitSettled(60_000);
+  for (const r of svc.readers.all()) if (!r.ready) throw new Error(`reader ${r.readerId} did not load: ${JSON.stringify(r.error)}`);
+  return { svc, apps: buildApps(svc) };
+}
+
+export function post(body: unknown, headers: Record<string, string> = {}): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) };
+}
+
+/** Parses an SSE body into events. */
+export function parseSse(text: string): { event: string; data: string }[] {
+  return text
+    .split('\n\n')
+    .filter((b) => b.trim())
+    .map((block) => {
+      let event = 'message';
+      const data: string[] = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+      }
+      return { event, data: data.join('\n') };
+    });
+}
