@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { errorToJSON } from '../../core/errors.ts';
+import { constraintCompilerFor } from '../../core/engine/constraints.ts';
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { serveReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
     const api = new LocalReader(
       loaded,
       { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend },
+      constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize),
     );
     serveReader(api, endpoint);
   } catch (e) {

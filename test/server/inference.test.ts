@@ -64,6 +64,27 @@ describe('inference app', () => {
     expect(JSON.parse(done.data)).toMatchObject({ finish_reason: 'length', usage: { completion_tokens: 6 } });
   });
 
+  it('constrains output to a JSON schema ({} = any object), a regex, and refuses bad schemas', async () => {
+    const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 1, maximum: 99 } }, required: ['name', 'age'], additionalProperties: false };
+    for (const backend of ['native', 'outlines']) {
+      const r = (await (await inf('/generate', post({ text: 'Once upon a time', max_new_tokens: 60, sampling_temperature: 1, seed: 5, json_schema: schema, constrained_decoding_backend: backend }))).json()) as { text: string; finish_reason: string };
+      const v = JSON.parse(r.text) as { name: string; age: number };
+      expect(Object.keys(v)).toEqual(['name', 'age']);
+      expect(Number.isInteger(v.age) && v.age >= 1 && v.age <= 99).toBe(true);
+      expect(r.finish_reason).toBe('stop');
+    }
+    const any = (await (await inf('/generate', post({ text: 'Tim', max_new_tokens: 40, json_schema: {}, sampling_temperature: 1, seed: 2 }))).json()) as { text: string; finish_reason: string };
+    if (any.finish_reason === 'stop') expect(typeof JSON.parse(any.text)).toBe('object');
+    else expect(any.text.startsWith('{')).toBe(true);
+    const re = (await (await inf('/generate', post({ text: 'Call', max_new_tokens: 30, regex_string: '\\d{3}-\\d{4}', sampling_temperature: 1, seed: 1 }))).json()) as { text: string };
+    expect(re.text).toMatch(/^\d{3}-\d{4}$/);
+    const bad = await inf('/generate', post({ text: 'a', json_schema: { type: 'object', properties: { x: { type: 'strnig' } } } }));
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string; details: { path: string } } }).error).toMatchObject({ code: 'invalid_schema', details: { path: '/properties/x/type' } });
+    const badRe = await inf('/generate', post({ text: 'a', regex_string: '(ab' }));
+    expect(((await badRe.json()) as { error: { code: string } }).error.code).toBe('invalid_regex');
+  });
+
   it('truncates prompts to prompt_max_tokens, keeping BOS and the end', async () => {
     const long = (await (await inf('/generate', post({ text: 'The sun was up. Once upon a time', max_new_tokens: 5, prompt_max_tokens: 5 }))).json()) as { usage: { prompt_tokens: number }; text: string };
     expect(long.usage.prompt_tokens).toBe(5);
