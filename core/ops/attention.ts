@@ -1,0 +1,111 @@
+/**
+ * Causal grouped-query attention for a ragged batch over a paged KV cache
+ * (continuous batching: one step mixes prompt chunks, which may start mid-
+ * sequence, with single decode tokens). q comes straight from the fused
+ * `qkv [tokens, rowStride]` rows (q heads at column 0, already rotated); keys and
+ * values come from `cacheK` / `cacheV` `[numBlocks * blockSize, kvHeads, headDim]`
+ * f32, where kvWrite has already stored this step's own k/v. Token t attends to
+ * positions lo..positions[t] of sequence tokenSeq[t] through its block table,
+ * lo = max(0, pos + 1 - window). Online softmax, f32 accumulation; optional
+ * Gemma-2 tanh soft-capping and Mistral sliding window. `out [tokens, qHeads * headDim]`
+ * f32 must not alias qkv or the caches (the cpu variant accumulates in it).
+ * headDim and rowStride must be multiples of 4 (vec4 loads); the gpu variant also
+ * needs headDim <= 256. Variants (see shaders/attention.wgsl): cpu = one invocation
+ * per (token, kv head) covering up to 8 query heads of its group, keys in tiles of 8;
+ * gpu = one 64-thread workgroup per (token, query head), keys in tiles of 64.
+ * Reference: attention.ref.ts.
+ */
+import type { Recorder } from '../gpu/recorder.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { uniformLayout } from '../gpu/uniforms.ts';
+import { ceilDiv, grid1d } from './grid.ts';
+import type { Variant } from './variant.ts';
+
+export interface AttentionOptions {
+  tokens: number;
+  qHeads: number;
+  kvHeads: number;
+  headDim: number;
+  /** Elements between consecutive token rows of qkv. */
+  rowStride: number;
+  /** Cache slots per block. */
+  blockSize: number;
+  /** Columns of blockTables. */
+  maxBlocksPerSeq: number;
+  /** Multiplier of q.k; default 1 / sqrt(headDim). */
+  scale?: number;
+  /** Gemma-2 logit soft-capping: score = softcap * tanh(score / softcap). */
+  softcap?: number;
+  /** Sliding window (Mistral): attend only to positions > pos - window. */
+  window?: number;
+  variant?: Variant;
+}
+
+const layout = uniformLayout([
+  ['tokens', 'u32'],
+  ['qHeads', 'u32'],
+  ['kvHeads', 'u32'],
+  ['group', 'u32'], // qHeads / kvHeads
+  ['hd4', 'u32'], // headDim / 4
+  ['rowStride4', 'u32'], // qkv row stride in vec4s
+  ['blockSize', 'u32'], // slots per block
+  ['maxBlocks', 'u32'], // blockTables columns
+  ['window', 'u32'], // positions; 0 = unlimited
+  ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
+  ['softcap', 'f32'],
+] as const);
+
+/** Query heads per cpu-variant invocation: at most this many share each K/V load. */
+const CPU_MAX_GC = 8;
+
+/** Largest divisor of n that is <= cap (at least 1). */
+function divisorAtMost(n: number, cap: number): number {
+  for (let d = Math.max(1, Math.min(n, Math.floor(cap))); d > 1; d--) if (n % d === 0) return d;
+  return 1;
+}
+
+export async function attention(
+  rec: Recorder,
+  qkv: Tensor,
+  cacheK: Tensor,
+  cacheV: Tensor,
+  positions: Tensor,
+  tokenSeq: Tensor,
+  blockTables: Tensor,
+  out: Tensor,
+  opts: AttentionOptions,
+): Promise<void> {
+  const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
+  if (headDim % 4 !== 0 || rowStride % 4 !== 0) throw new Error(`attention: headDim (${headDim}) and rowStride (${rowStride}) must be multiples of 4`);
+  if (qHeads % kvHeads !== 0) throw new Error(`attention: qHeads ${qHeads} not a multiple of kvHeads ${kvHeads}`);
+  if (tokens === 0) return;
+  const hd4 = headDim / 4;
+  const group = qHeads / kvHeads;
+  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const softcap = opts.softcap ?? 0;
+  const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
+  const GC = divisorAtMost(group, CPU_MAX_GC);
+  if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);
+  // gpu: 64 threads = keys per tile = max vec4s per head; cpu: 4 invocations (one SwiftShader SIMD group).
+  const WG = shared ? 64 : 4;
+  const kernel = await rec.ctx.pipelines.get({
+    shader: 'attention',
+    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0 } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0 },
+    layout,
+  });
+  const params = {
+    tokens,
+    qHeads,
+    kvHeads,
+    group,
+    hd4,
+    rowStride4: rowStride / 4,
+    blockSize,
+    maxBlocks: maxBlocksPerSeq,
+    window: opts.window ?? 0,
+    qScale: softcap > 0 ? scale / softcap : scale,
+    softcap,
+  };
+  const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(tokens * kvHeads * (group / GC), WG));
+  rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], groups);
+}

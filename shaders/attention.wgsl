@@ -1,0 +1,211 @@
+// Causal grouped-query attention over a paged KV cache for a ragged batch.
+// Token t (sequence tokenSeq[t], position positions[t]) attends to cache positions
+// lo..pos of its sequence, lo = max(0, pos + 1 - window) (window 0 = unlimited);
+// query head h uses kv head h / group. Online softmax in f32: running max m, sum l
+// and accumulator acc, rescaled by exp(m_old - m_new) when the max grows. The score
+// is qScale * q.k (SOFTCAP: softcap * tanh(that), qScale = scale / softcap).
+// All buffer offsets are in vec4 units (headDim and rowStride are multiples of 4).
+// Variants:
+//   SHARED=0 (CPU emulation): one invocation per (token, kv head, GC query heads of its
+//     group), no workgroup memory. Keys go in tiles of 8: each loaded K/V vec4 serves
+//     the GC heads, each q load and acc update serves 8 keys.
+//   SHARED=1 (real GPUs): one workgroup of WG = 64 threads per (token, query head); keys
+//     in tiles of WG: thread i scores key i of the tile, thread d accumulates vec4 d of
+//     the output (coalesced V reads); scores and weights pass through workgroup memory.
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // [tokens, rowStride/4] (q heads at column 0)
+@group(0) @binding(2) var<storage, read> cacheK: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
+@group(0) @binding(3) var<storage, read> cacheV: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
+@group(0) @binding(4) var<storage, read> positions: array<u32>;        // [tokens] absolute positions
+@group(0) @binding(5) var<storage, read> tokenSeq: array<u32>;         // [tokens] sequence index
+@group(0) @binding(6) var<storage, read> blockTables: array<u32>;      // [seqs, maxBlocks] block ids
+@group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;  // [tokens, qHeads * headDim/4]
+
+const WG: u32 = {{WG}}u;
+const NEG: f32 = -1e30;  // "minus infinity" that keeps exp() and differences finite
+
+fn capped(x: f32) -> f32 {
+#if SOFTCAP
+  return p.softcap * tanh(clamp(x, -15.0, 15.0));
+#else
+  return x;
+#endif
+}
+
+fn capped4(x: vec4<f32>) -> vec4<f32> {
+#if SOFTCAP
+  return p.softcap * tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)));
+#else
+  return x;
+#endif
+}
+
+// First attended position for a token at `pos`.
+fn firstPos(pos: u32) -> u32 {
+  if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
+  return 0u;
+}
+
+#if SHARED
+var<workgroup> qs: array<vec4<f32>, 64>;  // q of this head, pre-scaled [headDim/4 <= 64]
+var<workgroup> ws: array<f32, WG>;        // per tile key: score, then weight
+var<workgroup> rows: array<u32, WG>;      // per tile key: vec4 index of its K/V row
+
+// Tiles of WG keys: thread i scores key j0 + i (full dot product), every thread reads
+// the tile max from workgroup memory, thread i turns its score into a weight, then
+// thread d accumulates dims d (a vec4 of headDim, d < headDim/4 <= WG) over the tile.
+// Workgroup memory stays small (qs + ws), and each thread holds one vec4 of acc.
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let id = wid.x + wid.y * 65535u;  // t * qHeads + h
+  if (id >= p.tokens * p.qHeads) { return; }
+  let t = id / p.qHeads;
+  let h = id % p.qHeads;
+  let kvh = h / p.group;
+  if (lid < p.hd4) { qs[lid] = qkv[t * p.rowStride4 + h * p.hd4 + lid] * p.qScale; }
+  let pos = positions[t];
+  let bt = tokenSeq[t] * p.maxBlocks;
+  var m = NEG;
+  var l = 0.0;
+  var acc = vec4<f32>(0.0);
+  workgroupBarrier();
+  for (var j0 = firstPos(pos); j0 <= pos; j0 += WG) {
+    let n = min(WG, pos + 1u - j0);  // valid keys in this tile
+    var s = NEG;
+    if (lid < n) {
+      let j = j0 + lid;
+      let slot = blockTables[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
+      let kv = (slot * p.kvHeads + kvh) * p.hd4;
+      rows[lid] = kv;
+      var dt = 0.0;
+      for (var d = 0u; d < p.hd4; d++) { dt += dot(qs[d], cacheK[kv + d]); }
+      s = capped(dt);
+    }
+    ws[lid] = s;
+    workgroupBarrier();  // scores and rows of the tile are visible
+    var mt = m;
+    for (var i = 0u; i < n; i++) { mt = max(mt, ws[i]); }
+    workgroupBarrier();  // everyone has read the scores
+    ws[lid] = exp(s - mt);  // 0 for keys past n
+    workgroupBarrier();  // weights are visible
+    let corr = exp(m - mt);
+    m = mt;
+    var sum = 0.0;
+    var a = vec4<f32>(0.0);
+    for (var i = 0u; i < n; i++) {
+      let w = ws[i];
+      sum += w;
+      if (lid < p.hd4) { a += w * cacheV[rows[i] + lid]; }
+    }
+    l = l * corr + sum;
+    acc = acc * corr + a;
+    workgroupBarrier();  // ws is rewritten by the next tile
+  }
+  if (lid < p.hd4) { out[(t * p.qHeads + h) * p.hd4 + lid] = acc / l; }
+}
+#else
+const GC: u32 = {{GC}}u;  // query heads per invocation (divides group, <= 8)
+
+// Cache row (vec4 index of element 0) of key position j for kv head kvh.
+fn kvRow(bt: u32, j: u32, kvh: u32) -> u32 {
+  let slot = blockTables[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
+  return (slot * p.kvHeads + kvh) * p.hd4;
+}
+
+// acc lives in `out` (this invocation's own GC heads) and q is read from qkv: large
+// private arrays compile very slowly on llvmpipe and index slowly on SwiftShader.
+// Loops over headDim use the runtime bound p.hd4 so compilers do not unroll them.
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let id = gid.x + gid.y * nwg.x * WG;  // (t * kvHeads + kvh) * chunks + c
+  let chunks = p.group / GC;
+  if (id >= p.tokens * p.kvHeads * chunks) { return; }
+  let tk = id / chunks;
+  let t = tk / p.kvHeads;
+  let kvh = tk % p.kvHeads;
+  let h0 = kvh * p.group + (id % chunks) * GC;  // first query head of this invocation
+  let qBase = t * p.rowStride4 + h0 * p.hd4;      // q of head h0 + g at qBase + g * p.hd4
+  let oBase = (t * p.qHeads + h0) * p.hd4;        // acc / out of head h0 + g at oBase + g * p.hd4
+  var m: array<f32, GC>;
+  var l: array<f32, GC>;
+  var sa: array<vec4<f32>, GC>;  // per head: scores, then weights, of tile keys 0..3
+  var sb: array<vec4<f32>, GC>;  // ... and of keys 4..7
+  var cf: array<f32, GC>;        // per head: rescale of the running state for this tile
+  for (var g = 0u; g < GC; g++) {
+    m[g] = NEG;
+    l[g] = 0.0;
+  }
+  for (var i = 0u; i < GC * p.hd4; i++) { out[oBase + i] = vec4<f32>(0.0); }
+  let pos = positions[t];
+  let bt = tokenSeq[t] * p.maxBlocks;
+  // Tiles of 8 keys: each q load and acc update serves 8 keys; one max/rescale per tile.
+  // Keys past `pos` in the last tile re-read key `pos` (finite) and get weight 0.
+  for (var j = firstPos(pos); j <= pos; j += 8u) {
+    let r0 = kvRow(bt, j, kvh);
+    let r1 = kvRow(bt, min(j + 1u, pos), kvh);
+    let r2 = kvRow(bt, min(j + 2u, pos), kvh);
+    let r3 = kvRow(bt, min(j + 3u, pos), kvh);
+    let r4 = kvRow(bt, min(j + 4u, pos), kvh);
+    let r5 = kvRow(bt, min(j + 5u, pos), kvh);
+    let r6 = kvRow(bt, min(j + 6u, pos), kvh);
+    let r7 = kvRow(bt, min(j + 7u, pos), kvh);
+    for (var g = 0u; g < GC; g++) {
+      sa[g] = vec4<f32>(0.0);
+      sb[g] = vec4<f32>(0.0);
+    }
+    for (var d = 0u; d < p.hd4; d++) {
+      let k0 = cacheK[r0 + d];
+      let k1 = cacheK[r1 + d];
+      let k2 = cacheK[r2 + d];
+      let k3 = cacheK[r3 + d];
+      let k4 = cacheK[r4 + d];
+      let k5 = cacheK[r5 + d];
+      let k6 = cacheK[r6 + d];
+      let k7 = cacheK[r7 + d];
+      for (var g = 0u; g < GC; g++) {
+        let qd = qkv[qBase + g * p.hd4 + d];
+        sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
+        sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
+      }
+    }
+    let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
+    let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
+    for (var g = 0u; g < GC; g++) {
+      let xa = select(vec4<f32>(NEG), capped4(sa[g] * p.qScale), va);
+      let xb = select(vec4<f32>(NEG), capped4(sb[g] * p.qScale), vb);
+      let mx = max(xa, xb);
+      let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
+      let corr = exp(m[g] - mt);
+      let wa = exp(xa - mt);
+      let wb = exp(xb - mt);
+      let ws = wa + wb;
+      l[g] = l[g] * corr + (ws.x + ws.y + ws.z + ws.w);
+      m[g] = mt;
+      cf[g] = corr;
+      sa[g] = wa;
+      sb[g] = wb;
+    }
+    for (var d = 0u; d < p.hd4; d++) {
+      let v0 = cacheV[r0 + d];
+      let v1 = cacheV[r1 + d];
+      let v2 = cacheV[r2 + d];
+      let v3 = cacheV[r3 + d];
+      let v4 = cacheV[r4 + d];
+      let v5 = cacheV[r5 + d];
+      let v6 = cacheV[r6 + d];
+      let v7 = cacheV[r7 + d];
+      for (var g = 0u; g < GC; g++) {
+        let wa = sa[g];
+        let wb = sb[g];
+        let o = oBase + g * p.hd4 + d;
+        out[o] = out[o] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
+      }
+    }
+  }
+  for (var g = 0u; g < GC; g++) {
+    let inv = 1.0 / l[g];
+    for (var d = 0u; d < p.hd4; d++) { out[oBase + g * p.hd4 + d] *= inv; }
+  }
+}
+#endif

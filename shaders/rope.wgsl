@@ -1,0 +1,140 @@
+// Rotary position embedding, in place on the fused qkv rows: rotates the first
+// p.heads (= nH q heads + nKv k heads) heads of each row; v heads are untouched.
+// cos/sin are evaluated here from angle = f32(pos) * invFreq[i] (one f32 product,
+// as HF transformers does), so no [maxPos, rotaryDim] table is needed.
+// Pairs: INTERLEAVED=0 (HF rotate_half / NeoX): (i, i + rotHalf);
+//        INTERLEAVED=1 (GPT-J / llama.cpp normal): (2i, 2i + 1); i < rotHalf.
+// Dims >= 2*rotHalf (partial rotary) pass through (normalised when QK_NORM).
+// QK_NORM=1: RMSNorm each head over headDim (f32) with its weight before rotating (Qwen3).
+// Variants: SHARED=0 one invocation per (token, head), no workgroup memory;
+//           SHARED=1 one workgroup per (token, head), pairs split across WG threads,
+//           the QK_NORM sum reduced in workgroup memory.
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> qkv: array<f32>;  // [tokens, rowStride] f32
+@group(0) @binding(2) var<storage, read> positions: array<u32>;  // [tokens] u32 absolute positions
+@group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [rotHalf] f32 radians per position
+#if QK_NORM
+@group(0) @binding(4) var<storage, read> qNormW: array<f32>;     // [headDim] f32
+@group(0) @binding(5) var<storage, read> kNormW: array<f32>;     // [headDim] f32
+#endif
+
+const WG: u32 = {{WG}}u;
+
+// Element offsets (within a head) of the two members of rotation pair i.
+fn lo(i: u32) -> u32 {
+#if INTERLEAVED
+  return 2u * i;
+#else
+  return i;
+#endif
+}
+fn hi(i: u32) -> u32 {
+#if INTERLEAVED
+  return 2u * i + 1u;
+#else
+  return i + p.rotHalf;
+#endif
+}
+
+// Norm multiplier for element d of a head: inv * weight (1 without QK_NORM).
+fn nmul(isQ: bool, d: u32, inv: f32) -> f32 {
+#if QK_NORM
+  if (isQ) { return inv * qNormW[d]; }
+  return inv * kNormW[d];
+#else
+  return 1.0;
+#endif
+}
+
+// (sin a, cos a) for a >= 0 in f32, about 1 ulp for a < ~1e5 rad. Builtin sin/cos are
+// not used: WGSL only promises 2^-11 absolute error and SwiftShader's are ~1e-4 off.
+// Cody-Waite reduction by pi/2 (8-bit c1, c2: k * c exact for k < 2^16), then the
+// cephes sinf/cosf minimax polynomials on [-pi/4, pi/4].
+fn sincos(a: f32) -> vec2<f32> {
+  let k = round(a * 0.6366197723675814);
+  let r = ((a - k * 1.5703125) - k * 4.84466552734375e-4) + k * 6.397578431460715e-7;
+  let z = r * r;
+  let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+  let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+  let q = u32(i32(k)) & 3u;  // quadrant
+  let odd = (q & 1u) == 1u;
+  let sn = select(s, c, odd);
+  let cs = select(c, s, odd);
+  return vec2<f32>(select(sn, -sn, (q & 2u) != 0u), select(cs, -cs, ((q + 1u) & 2u) != 0u));
+}
+
+// Rotates pair i of the head at element offset `base`.
+fn rotate(base: u32, i: u32, pos: f32, isQ: bool, inv: f32) {
+  let sc = sincos(pos * invFreq[i]);
+  let c = sc.y;
+  let s = sc.x;
+  let i0 = lo(i);
+  let i1 = hi(i);
+  let x0 = qkv[base + i0] * nmul(isQ, i0, inv);
+  let x1 = qkv[base + i1] * nmul(isQ, i1, inv);
+  qkv[base + i0] = x0 * c - x1 * s;
+  qkv[base + i1] = x1 * c + x0 * s;
+}
+
+#if SHARED
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let id = wid.x + wid.y * 65535u;  // (token, head)
+  if (id >= p.tokens * p.heads) { return; }
+  let t = id / p.heads;
+  let h = id % p.heads;
+  let isQ = h < p.qHeads;
+  let base = t * p.rowStride + h * p.headDim;
+  let pos = f32(positions[t]);
+  var inv = 1.0;
+#if QK_NORM
+  var s = 0.0;
+  for (var d = lid; d < p.headDim; d += WG) {
+    let v = qkv[base + d];
+    s += v * v;
+  }
+  partial[lid] = s;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (lid < stride) { partial[lid] += partial[lid + stride]; }
+    workgroupBarrier();
+  }
+  inv = inverseSqrt(partial[0] / f32(p.headDim) + p.eps);
+  for (var d = 2u * p.rotHalf + lid; d < p.headDim; d += WG) {
+    qkv[base + d] *= nmul(isQ, d, inv);
+  }
+#endif
+  for (var i = lid; i < p.rotHalf; i += WG) {
+    rotate(base, i, pos, isQ, inv);
+  }
+}
+#else
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let id = gid.x + gid.y * nwg.x * WG;  // (token, head)
+  if (id >= p.tokens * p.heads) { return; }
+  let t = id / p.heads;
+  let h = id % p.heads;
+  let isQ = h < p.qHeads;
+  let base = t * p.rowStride + h * p.headDim;
+  let pos = f32(positions[t]);
+  var inv = 1.0;
+#if QK_NORM
+  var s = 0.0;
+  for (var d = 0u; d < p.headDim; d++) {
+    let v = qkv[base + d];
+    s += v * v;
+  }
+  inv = inverseSqrt(s / f32(p.headDim) + p.eps);
+  for (var d = 2u * p.rotHalf; d < p.headDim; d++) {
+    qkv[base + d] *= nmul(isQ, d, inv);
+  }
+#endif
+  for (var i = 0u; i < p.rotHalf; i++) {
+    rotate(base, i, pos, isQ, inv);
+  }
+}
+#endif

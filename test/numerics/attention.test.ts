@@ -1,0 +1,131 @@
+/**
+ * attention (after kv_write, in the same step) vs attention.ref on ragged
+ * continuous-batching steps: prefill chunks starting at 0 or mid-sequence mixed
+ * with single decode tokens, shuffled block tables, blockSize 4 and 16, GQA
+ * ratios 1..8, hd 8..256, soft-capping, sliding window and a custom scale.
+ * Unused cache slots and unused block-table entries point at NaN, so any read
+ * outside a token's causal range poisons the output and fails the check.
+ */
+import { describe, expect, it } from 'vitest';
+import { attention } from '../../core/ops/attention.ts';
+import { attentionRef } from '../../core/ops/attention.ref.ts';
+import { kvWrite } from '../../core/ops/kv_write.ts';
+import { kvWriteRef } from '../../core/ops/kv_write.ref.ts';
+import { assertClose, BACKEND_VARIANTS, gpuFor, randn, rng, TOL_F32 } from '../helpers/gpu.ts';
+
+interface Case {
+  name: string;
+  hd: number;
+  nH: number;
+  nKv: number;
+  bs: number;
+  /** Per sequence: `past` positions already cached, `n` tokens in this step (1 = decode). */
+  seqs: { past: number; n: number }[];
+  softcap?: number;
+  window?: number;
+  scale?: number;
+  /** Std of q/k values (larger = peakier softmax, exercises the running-max rescale). */
+  qkStd?: number;
+  shuffleTokens?: boolean;
+}
+
+const CASES: Case[] = [
+  { name: 'one token at position 0, hd 8', hd: 8, nH: 1, nKv: 1, bs: 4, seqs: [{ past: 0, n: 1 }] },
+  { name: 'hd 16, G 2, bs 4, chunk + decode + mid chunk', hd: 16, nH: 4, nKv: 2, bs: 4, seqs: [{ past: 0, n: 7 }, { past: 9, n: 1 }, { past: 5, n: 5 }] },
+  { name: 'hd 64, G 3, bs 16, mixed, shuffled tokens', hd: 64, nH: 6, nKv: 2, bs: 16, seqs: [{ past: 37, n: 1 }, { past: 0, n: 11 }, { past: 20, n: 1 }, { past: 50, n: 4 }], shuffleTokens: true },
+  { name: 'hd 128, G 8, softcap, peaky', hd: 128, nH: 8, nKv: 1, bs: 16, seqs: [{ past: 100, n: 1 }, { past: 60, n: 1 }, { past: 33, n: 5 }], softcap: 30, qkStd: 3 },
+  { name: 'hd 64, G 1, bs 4, sliding window 8', hd: 64, nH: 4, nKv: 4, bs: 4, seqs: [{ past: 30, n: 3 }, { past: 3, n: 1 }, { past: 0, n: 5 }], window: 8 },
+  { name: 'hd 16, G 4, bs 16, custom scale, peaky', hd: 16, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 18, n: 2 }, { past: 0, n: 1 }, { past: 40, n: 2 }], scale: 0.5, qkStd: 2 },
+  { name: 'hd 256, G 2', hd: 256, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 20, n: 1 }, { past: 5, n: 2 }] },
+  { name: 'long decode, hd 128, G 4', hd: 128, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 700, n: 1 }, { past: 300, n: 1 }, { past: 0, n: 3 }] },
+];
+
+/** Builds one step: paged cache with history, block tables, per-token metadata. */
+function makeStep(c: Case, seed: number) {
+  const r = rng(seed);
+  const shuffle = <T>(a: T[]): T[] => {
+    for (let i = a.length - 1; i > 0; i--) {
+      const j = Math.floor(r() * (i + 1));
+      [a[i], a[j]] = [a[j]!, a[i]!];
+    }
+    return a;
+  };
+  const S = c.seqs.length;
+  const need = c.seqs.map((s) => Math.ceil((s.past + s.n) / c.bs));
+  const maxBlocks = Math.max(...need) + 1; // a spare column that must never be read
+  const numBlocks = need.reduce((a, b) => a + b, 0) + 3;
+  const ids = shuffle(Array.from({ length: numBlocks }, (_, i) => i));
+  const poison = ids.pop()!; // a block full of NaN, used for unused table entries
+  const tables = new Uint32Array(S * maxBlocks).fill(poison);
+  c.seqs.forEach((_, s) => {
+    for (let b = 0; b < need[s]!; b++) tables[s * maxBlocks + b] = ids.pop()!;
+  });
+  const slotOf = (s: number, pos: number) => tables[s * maxBlocks + Math.floor(pos / c.bs)]! * c.bs + (pos % c.bs);
+
+  const row = c.nKv * c.hd;
+  const cacheK = new Float32Array(numBlocks * c.bs * row).fill(NaN);
+  const cacheV = new Float32Array(numBlocks * c.bs * row).fill(NaN);
+  const std = c.qkStd ?? 1;
+  c.seqs.forEach((sq, s) => {
+    for (let pos = 0; pos < sq.past; pos++) {
+      cacheK.set(randn(row, seed + 1000 * s + pos, std), slotOf(s, pos) * row);
+      cacheV.set(randn(row, seed + 1000 * s + pos + 500), slotOf(s, pos) * row);
+    }
+  });
+  let tok = c.seqs.flatMap((sq, s) => Array.from({ length: sq.n }, (_, i) => [s, sq.past + i] as const));
+  if (c.shuffleTokens) tok = shuffle(tok);
+  const T = tok.length;
+  const rowStride = (c.nH + 2 * c.nKv) * c.hd;
+  const qkv = randn(T * rowStride, seed + 7, std);
+  // v columns at unit scale regardless of qkStd
+  for (let t = 0; t < T; t++) for (let i = (c.nH + c.nKv) * c.hd; i < rowStride; i++) qkv[t * rowStride + i]! /= std;
+  return {
+    T,
+    rowStride,
+    maxBlocks,
+    tables,
+    cacheK,
+    cacheV,
+    qkv,
+    positions: Uint32Array.from(tok, ([, p]) => p),
+    tokenSeq: Uint32Array.from(tok, ([s]) => s),
+    slots: Uint32Array.from(tok, ([s, p]) => slotOf(s, p)),
+  };
+}
+
+describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant) => {
+  it.each(CASES)('$name', async (c) => {
+    const ctx = await gpuFor(backend);
+    const st = makeStep(c, c.hd * 31 + c.nH);
+    const { T, rowStride } = st;
+    const shape = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride, tokens: T };
+    const aopts = {
+      ...shape,
+      blockSize: c.bs,
+      maxBlocksPerSeq: st.maxBlocks,
+      ...(c.scale !== undefined ? { scale: c.scale } : {}),
+      ...(c.softcap !== undefined ? { softcap: c.softcap } : {}),
+      ...(c.window !== undefined ? { window: c.window } : {}),
+    };
+    const tq = ctx.tensor(st.qkv, [T, rowStride], 'f32');
+    const tk = ctx.tensor(st.cacheK, [st.cacheK.length], 'f32');
+    const tv = ctx.tensor(st.cacheV, [st.cacheV.length], 'f32');
+    const tpos = ctx.tensor(st.positions, [T], 'u32');
+    const tseq = ctx.tensor(st.tokenSeq, [T], 'u32');
+    const tslot = ctx.tensor(st.slots, [T], 'u32');
+    const tbt = ctx.tensor(st.tables, [c.seqs.length, st.maxBlocks], 'u32');
+    const tout = ctx.scratch([T, c.nH * c.hd]);
+    const rec = ctx.recorder();
+    await kvWrite(rec, tq, tslot, tk, tv, { ...shape, variant });
+    await attention(rec, tq, tk, tv, tpos, tseq, tbt, tout, { ...aopts, variant });
+    expect(rec.dispatches).toBe(2);
+    const got = rec.readback(tout);
+    rec.submit();
+
+    kvWriteRef(st.qkv, st.slots, st.cacheK, st.cacheV, shape);
+    const want = attentionRef(st.qkv, st.cacheK, st.cacheV, st.positions, st.tokenSeq, st.tables, aopts);
+    assertClose(new Float32Array(await got), want, TOL_F32);
+    ctx.free(tout);
+    for (const t of [tq, tk, tv, tpos, tseq, tslot, tbt]) t.buffer.destroy();
+  });
+});
