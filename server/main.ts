@@ -9,6 +9,7 @@ import { prepareGpuEnv } from '../core/gpu/device.ts';
 import { buildApps } from './apps/index.ts';
 import { loadConfig, type ServiceConfig } from './config.ts';
 import { Service } from './service.ts';
+import { vertexPort } from './apps/vertex.ts';
 
 export interface Running {
   service: Service;
@@ -16,8 +17,12 @@ export interface Running {
   close(): Promise<void>;
 }
 
-/** Starts the service; resolves once every listener is bound. */
-export async function start(config: ServiceConfig): Promise<Running> {
+/**
+ * Starts the service; resolves once every listener is bound. Port 0 disables
+ * an app (the inference app binds an ephemeral port instead); with
+ * `ephemeral`, port 0 binds an ephemeral port for every app (tests).
+ */
+export async function start(config: ServiceConfig, opts: { ephemeral?: boolean } = {}): Promise<Running> {
   prepareGpuEnv(); // before any worker starts: workers cannot change the native environment
   const service = new Service(config);
   service.startConfiguredReaders();
@@ -25,10 +30,13 @@ export async function start(config: ServiceConfig): Promise<Running> {
   const plan: [string, number, { fetch: (r: Request) => Response | Promise<Response> }][] = [
     ['inference', config.port, apps.inference],
     ['management', config.managementPort, apps.management],
+    ['openai', config.openaiPort, apps.openai],
+    ['sagemaker', config.sagemakerPort, apps.sagemaker],
+    ['vertex', vertexPort(config), apps.vertex],
   ];
   const servers: Running['servers'] = [];
   for (const [name, port, app] of plan) {
-    if (port === 0 && name !== 'inference') continue;
+    if (port === 0 && name !== 'inference' && !opts.ephemeral) continue;
     const server = await new Promise<ServerType>((resolve, reject) => {
       const s = listen({ fetch: app.fetch, port, hostname: config.host }, () => resolve(s));
       s.once('error', reject);

@@ -5,6 +5,7 @@
  */
 import { InvalidRequestError } from '../errors.ts';
 import type { LoadedDecoder } from '../models/load.ts';
+import { renderChatTemplate } from '../tokenizer/chat_template.ts';
 import type { GenerationEvent } from './engine.ts';
 import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
 import { validateRequest } from './reader_api.ts';
@@ -28,11 +29,20 @@ export class LocalReader implements ReaderApi {
     };
   }
 
-  private promptOf(req: GenerateRequest): string | number[] {
+  /** The prompt to encode, and whether it came from the request's fallback chat template. */
+  private promptOf(req: GenerateRequest): { prompt: string | number[]; fallback: boolean } {
     const p = req.prompt;
-    if (typeof p === 'string' || Array.isArray(p)) return p;
+    if (typeof p === 'string' || Array.isArray(p)) return { prompt: p, fallback: false };
     if (!p || !Array.isArray(p.messages)) throw new InvalidRequestError('invalid_prompt', 'prompt must be a string, token ids or {messages}', { field: 'prompt' });
-    return this.loaded.tokenizer.applyChatTemplate(p.messages, { addGenerationPrompt: true, ...(p.tools ? { tools: p.tools } : {}) });
+    const tok = this.loaded.tokenizer;
+    const opts = { addGenerationPrompt: true, ...(p.tools ? { tools: p.tools } : {}) };
+    const fb = req.chatTemplateFallback;
+    if (!tok.hasChatTemplate && fb) {
+      const name = (id: number | null | undefined): string | null => (id === null || id === undefined ? null : (tok.idToToken(id) ?? null));
+      const specials = { bos_token: name(tok.bosId) ?? '', eos_token: name(tok.eosIds[0]) ?? '' };
+      return { prompt: renderChatTemplate(fb.template, p.messages, opts, specials), fallback: true };
+    }
+    return { prompt: tok.applyChatTemplate(p.messages, opts), fallback: false };
   }
 
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerationEvent> {
@@ -42,15 +52,17 @@ export class LocalReader implements ReaderApi {
       if (!this.compileConstraint) throw new InvalidRequestError('constraints_unsupported', 'this reader cannot apply structured-output constraints');
       constraint = this.compileConstraint(req.constraint);
     }
-    const prompt = this.promptOf(req);
-    // A chat-rendered prompt already carries its special tokens.
-    const chat = typeof req.prompt === 'object' && !Array.isArray(req.prompt);
+    const { prompt, fallback } = this.promptOf(req);
+    // A model's own chat template already emits its special tokens; a
+    // fallback template (ChatML) does not, so the tokenizer adds BOS as usual.
+    const chat = typeof req.prompt === 'object' && !Array.isArray(req.prompt) && !fallback;
+    const stop = fallback && req.chatTemplateFallback?.stop?.length ? [...(req.stop ?? []), ...req.chatTemplateFallback.stop] : req.stop;
     return this.loaded.engine.generate(prompt, {
       ...(req.maxNewTokens !== undefined ? { maxNewTokens: req.maxNewTokens } : {}),
       ...(req.minNewTokens !== undefined ? { minNewTokens: req.minNewTokens } : {}),
       ...(req.sampling ? { sampling: req.sampling } : {}),
       ...(req.noRepeatNgramSize ? { noRepeatNgramSize: req.noRepeatNgramSize } : {}),
-      ...(req.stop ? { stop: req.stop } : {}),
+      ...(stop ? { stop } : {}),
       ...(req.stopTokenIds ? { stopTokenIds: req.stopTokenIds } : {}),
       ...(req.ignoreEos ? { ignoreEos: true } : {}),
       ...(req.promptMaxTokens !== undefined ? { promptMaxTokens: req.promptMaxTokens } : {}),

@@ -29,6 +29,14 @@ export interface GenerateRequest {
   ignoreEos?: boolean;
   promptMaxTokens?: number;
   constraint?: ConstraintRequest;
+  /**
+   * For the `{messages}` prompt form only: the Jinja template to render with
+   * when the model has no chat template of its own (e.g.
+   * DEFAULT_CHATML_TEMPLATE), and stop strings that apply only then (e.g.
+   * `<|im_end|>`). Models with a template ignore it; without it, such models
+   * reject chat prompts (`chat_template_error`).
+   */
+  chatTemplateFallback?: { template: string; stop?: string[] };
   /** Id for cancellation; assigned by the caller. */
   id?: string;
 }

@@ -13,16 +13,24 @@ import type { Service } from '../service.ts';
 import { inferenceApp } from './inference.ts';
 import { managementApp } from './management.ts';
 import { metricsRoute } from './metrics_route.ts';
+import { openaiApp } from './openai.ts';
+import { sagemakerApp } from './sagemaker.ts';
+import { vertexApp } from './vertex.ts';
 
 export interface Apps {
   inference: Hono;
   management: Hono;
+  openai: Hono;
+  sagemaker: Hono;
+  vertex: Hono;
 }
 
-function finish(app: Hono, svc: Service, keys: readonly string[]): Hono {
+/** `pre`: routes mounted ahead of the shared auth (they carry their own, or are open probes). */
+function finish(app: Hono, svc: Service, keys: readonly string[], pre?: Hono): Hono {
   const root = new Hono();
   root.onError(onError(svc.log));
   root.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
+  if (pre) root.route('/', pre);
   root.use('*', bearerAuth(keys));
   root.route('/', app);
   return root;
@@ -34,5 +42,13 @@ export function buildApps(svc: Service): Apps {
   const mgmt = managementApp(svc);
   const keys = svc.config.apiKeys;
   const mkeys = svc.config.managementApiKeys.length ? svc.config.managementApiKeys : keys;
-  return { inference: finish(inf.app, svc, keys), management: finish(mgmt.app, svc, mkeys) };
+  const oai = openaiApp(svc);
+  const vx = vertexApp(svc);
+  return {
+    inference: finish(inf.app, svc, keys, oai.v1),
+    management: finish(mgmt.app, svc, mkeys),
+    openai: finish(oai.extras, svc, keys, oai.v1),
+    sagemaker: finish(sagemakerApp(svc).app, svc, keys),
+    vertex: finish(vx.app, svc, keys, vx.open),
+  };
 }

@@ -1,0 +1,165 @@
+/**
+ * Structured output: compiles a constraint (JSON Schema, regex, "any JSON
+ * object") into per-request TokenConstraint objects for the engine.
+ *
+ * Pipeline: constraint → pattern AST (schema.ts / regex.ts) → byte automaton →
+ * token masks over the reader's vocabulary (walked through a byte trie of the
+ * vocabulary). Two backends, chosen per request: `native` (default; a lazily
+ * determinized pushdown automaton with per-stack-top mask caching, supports
+ * recursive schemas) and `outlines` (eager regex → DFA → full token index, as
+ * the outlines library does; refuses recursion). Compiled constraints are
+ * cached per vocabulary object in an LRU keyed by backend, whitespace mode and
+ * the canonical JSON of the constraint; `start()` gives fresh decoding state.
+ * Every failure is an InvalidRequestError — never a silently unconstrained run.
+ */
+import type { TokenConstraint } from '../engine/engine.ts';
+import { InvalidRequestError } from '../errors.ts';
+import { fail } from './ast.ts';
+import type { Whitespace } from './json_text.ts';
+import { NativeGrammar } from './native.ts';
+import { TooLargeError } from './nfa.ts';
+import { OutlinesIndex } from './outlines.ts';
+import { regexFullMatch } from './regex.ts';
+import { type GrammarAst, schemaToAst } from './schema.ts';
+import { TokenTrie } from './trie.ts';
+
+export type ConstraintSpec = { kind: 'json_schema'; schema: unknown } | { kind: 'regex'; pattern: string } | { kind: 'json_object' };
+export type Backend = 'native' | 'outlines';
+export const BACKENDS: readonly Backend[] = ['native', 'outlines'];
+
+export interface VocabLike {
+  readonly vocabSize: number;
+  readonly eosIds: readonly number[];
+  tokenBytes(id: number): Uint8Array;
+  isSpecial(id: number): boolean;
+}
+
+/**
+ * Decoding state of one request (a `TokenConstraint & { accepted(): boolean }`).
+ * `mask()` never returns null here; masks are shared between requests: read-only.
+ */
+export interface ConstraintState extends TokenConstraint {
+  mask(): Uint32Array;
+  /** True when the output so far is a complete value (EOS allowed); more may still follow unless isComplete(). */
+  accepted(): boolean;
+}
+
+export interface CompiledConstraint {
+  /** Fresh decoding state, one per request. */
+  start(): ConstraintState;
+  readonly backend: Backend;
+  readonly compileMs: number;
+}
+
+export interface CompileOptions {
+  backend?: Backend;
+  /** 'none' (default): no optional whitespace at all; 'compact': an optional single space after ':' and ','. */
+  whitespace?: Whitespace;
+}
+
+const CACHE_SIZE = 64;
+const caches = new WeakMap<VocabLike, Map<string, CompiledConstraint>>();
+
+/** Compiles (or returns the cached compilation of) a constraint for one vocabulary. */
+export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: CompileOptions = {}): CompiledConstraint {
+  const backend = parseBackend(opts.backend);
+  const ws: Whitespace = opts.whitespace ?? 'none';
+  if (ws !== 'none' && ws !== 'compact') throw new InvalidRequestError('invalid_whitespace', `whitespace must be "none" or "compact"`, { valid: ['none', 'compact'] });
+  const key = `${backend}|${ws}|${canonicalSpec(spec)}`;
+  let cache = caches.get(vocab);
+  if (!cache) caches.set(vocab, (cache = new Map()));
+  const hit = cache.get(key);
+  if (hit) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const t0 = performance.now();
+  const compiled = build(spec, vocab, backend, ws);
+  const result: CompiledConstraint = { backend, compileMs: performance.now() - t0, start: compiled };
+  cache.set(key, result);
+  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  return result;
+}
+
+/** Validates a `constrained_decoding_backend` request value (absent → 'native'). */
+export function parseBackend(name: unknown): Backend {
+  if (name === undefined || name === null) return 'native';
+  if (typeof name === 'string' && (BACKENDS as readonly string[]).includes(name)) return name as Backend;
+  throw new InvalidRequestError(
+    'invalid_constrained_decoding_backend',
+    `unknown constrained_decoding_backend ${JSON.stringify(name)}; valid: ${BACKENDS.join(', ')}`,
+    { field: 'constrained_decoding_backend', valid: [...BACKENDS] },
+  );
+}
+
+function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace): GrammarAst {
+  const recursion = backend === 'native' ? 'rules' : 'refuse';
+  switch (spec.kind) {
+    case 'json_schema':
+      return schemaToAst(spec.schema, { ws, recursion });
+    case 'json_object':
+      return schemaToAst({ type: 'object' }, { ws, recursion });
+    case 'regex': {
+      const root = regexFullMatch(spec.pattern, { path: '', keyword: 'regex_string' });
+      if (root.t === 'none') fail('invalid_regex', 'the regex matches no string', '', 'regex_string');
+      return { root, rules: new Map() };
+    }
+  }
+}
+
+function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whitespace): () => ConstraintState {
+  const keyword = spec.kind === 'regex' ? 'regex_string' : 'json_schema';
+  const code = spec.kind === 'regex' ? 'invalid_regex' : 'invalid_schema';
+  try {
+    const g = specGrammar(spec, backend, ws);
+    const trie = TokenTrie.for(vocab);
+    if (backend === 'outlines') {
+      if (g.rules.size) throw new Error('structured: outlines grammar with rules'); // schema.ts refuses recursion
+      const index = OutlinesIndex.build(g.root, trie);
+      if (!index) fail(code, 'no string satisfies this constraint', '', keyword);
+      return () => index.begin();
+    }
+    const grammar = NativeGrammar.build(g, trie);
+    if (!grammar) fail(code, 'no string satisfies this constraint', '', keyword);
+    return () => grammar.begin();
+  } catch (e) {
+    if (e instanceof TooLargeError) {
+      fail(spec.kind === 'regex' ? 'invalid_regex' : 'unsupported_schema_keyword', `constraint too large to compile: ${e.message}`, '', keyword);
+    }
+    throw e;
+  }
+}
+
+/** Deterministic JSON: object keys sorted, except where order is meaningful (properties, values). */
+function canonical(v: unknown, keepOrder: boolean): string {
+  if (Array.isArray(v)) return `[${v.map((x) => canonical(x, keepOrder)).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const keys = Object.keys(v);
+    if (!keepOrder) keys.sort();
+    const o = v as Record<string, unknown>;
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(o[k], keepOrder || ORDERED.has(k))}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+const ORDERED = new Set(['properties', 'const', 'enum', 'default', 'examples', 'prefixItems']);
+
+function canonicalSpec(spec: ConstraintSpec): string {
+  if (!spec || typeof spec !== 'object') throw new InvalidRequestError('invalid_constraint', 'constraint must be an object');
+  switch (spec.kind) {
+    case 'json_object':
+      return 'json_object';
+    case 'regex':
+      if (typeof spec.pattern !== 'string') fail('invalid_regex', 'regex_string must be a string', '', 'regex_string');
+      return `regex:${spec.pattern}`;
+    case 'json_schema':
+      try {
+        return `json_schema:${canonical(spec.schema, false)}`;
+      } catch {
+        return fail('invalid_schema', 'the schema is not serializable JSON (cyclic?)', '', 'json_schema');
+      }
+    default:
+      throw new InvalidRequestError('invalid_constraint', `unknown constraint kind ${JSON.stringify((spec as { kind: unknown }).kind)}`);
+  }
+}

@@ -1,0 +1,267 @@
+/**
+ * JSON Schema keyword vocabulary: validation, normalization and `allOf` merging.
+ *
+ * `normalize` reads one schema object's own keywords into a `Plain` record
+ * (combinators and $ref are handled by the compiler), rejecting malformed
+ * values (`invalid_schema`) and keywords that would constrain but are not
+ * supported (`unsupported_schema_keyword`); annotations and keywords outside
+ * the JSON Schema vocabularies are ignored, as validators do. `merge` is the
+ * conjunction of two Plain records (allOf): types intersect, bounds tighten,
+ * properties merge member-wise (as lists of subschemas, so error paths stay
+ * exact), patterns and formats accumulate for later intersection, enums
+ * intersect; a contradiction yields null (unsatisfiable).
+ */
+import { fail, ptr } from './ast.ts';
+import { FORMATS } from './json_text.ts';
+import type { Bound } from './numeric.ts';
+import { parseRegex } from './regex.ts';
+
+export type JsonType = 'null' | 'boolean' | 'integer' | 'number' | 'string' | 'array' | 'object';
+export const JSON_TYPES: readonly JsonType[] = ['null', 'boolean', 'integer', 'number', 'string', 'array', 'object'];
+
+/** A subschema to be compiled as the conjunction of its parts. */
+export interface Sub {
+  readonly parts: ReadonlyArray<{ readonly schema: unknown; readonly path: string }>;
+}
+
+export interface Plain {
+  path: string;
+  types: ReadonlySet<JsonType> | null;
+  props: Array<{ name: string; sub: Sub }>;
+  required: string[];
+  additional: Sub | undefined;
+  prefix: Sub[];
+  items: Sub | undefined;
+  minItems: number;
+  maxItems: number;
+  minLength: number;
+  maxLength: number;
+  lower: Bound | null;
+  upper: Bound | null;
+  patterns: Array<{ src: string; path: string }>;
+  formats: Array<{ name: string; path: string }>;
+  enumValues: unknown[] | null;
+}
+
+const IGNORED = new Set([
+  'title', 'description', 'examples', '$schema', '$id', 'default', '$comment', 'deprecated', 'readOnly', 'writeOnly',
+  '$defs', 'definitions', '$anchor', '$dynamicAnchor', '$vocabulary', 'contentEncoding', 'contentMediaType', 'contentSchema',
+  'allOf', 'anyOf', 'oneOf', '$ref', // handled by the compiler
+]);
+const UNSUPPORTED = new Set([
+  'not', 'multipleOf', 'patternProperties', 'propertyNames', 'maxProperties', 'contains', 'minContains', 'maxContains',
+  'dependentRequired', 'dependentSchemas', 'dependencies', 'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef',
+  '$recursiveRef', '$recursiveAnchor',
+]);
+/** Formats that validate nothing (ajv-formats) or only pick a numeric range. */
+const NOOP_FORMATS = new Set(['password', 'binary', 'int64', 'float', 'double']);
+
+export const isSchema = (s: unknown): boolean => typeof s === 'boolean' || (s !== null && typeof s === 'object' && !Array.isArray(s));
+const one = (schema: unknown, path: string): Sub => ({ parts: [{ schema, path }] });
+
+export function emptyPlain(path: string): Plain {
+  return {
+    path, types: null, props: [], required: [], additional: undefined, prefix: [], items: undefined,
+    minItems: 0, maxItems: Infinity, minLength: 0, maxLength: Infinity, lower: null, upper: null,
+    patterns: [], formats: [], enumValues: null,
+  };
+}
+
+function count(s: Record<string, unknown>, k: string, path: string): number | undefined {
+  const v = s[k];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) fail('invalid_schema', `${k} must be a non-negative integer`, ptr(path, k), k);
+  return v;
+}
+
+function num(s: Record<string, unknown>, k: string, path: string): number | undefined {
+  const v = s[k];
+  if (v === undefined || typeof v === 'boolean') return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v)) fail('invalid_schema', `${k} must be a number`, ptr(path, k), k);
+  return v;
+}
+
+function subschema(v: unknown, path: string, k: string): Sub {
+  if (!isSchema(v)) fail('invalid_schema', `${k} must be a schema (object or boolean)`, path, k);
+  return one(v, path);
+}
+
+/** Reads the own keywords of schema object `s` at `path`. */
+export function normalize(s: Record<string, unknown>, path: string): Plain {
+  const p = emptyPlain(path);
+  for (const k of Object.keys(s)) {
+    if (UNSUPPORTED.has(k)) fail('unsupported_schema_keyword', `keyword "${k}" is not supported for constrained decoding`, ptr(path, k), k);
+    if (k === 'uniqueItems' && s[k] === true) fail('unsupported_schema_keyword', 'uniqueItems: true is not supported', ptr(path, k), k);
+    if (k === 'if' && (s.then !== undefined || s.else !== undefined)) fail('unsupported_schema_keyword', 'if/then/else is not supported', ptr(path, k), k);
+    if (k === 'minProperties' && s[k] !== 0) fail('unsupported_schema_keyword', 'minProperties is not supported', ptr(path, k), k);
+  }
+  if (s.type !== undefined) {
+    const list = Array.isArray(s.type) ? s.type : [s.type];
+    if (list.length === 0 || list.some((t) => !JSON_TYPES.includes(t as JsonType))) {
+      fail('invalid_schema', `type must be one of ${JSON_TYPES.join(', ')} or a non-empty array of them`, ptr(path, 'type'), 'type');
+    }
+    p.types = new Set(list as JsonType[]);
+  }
+  if (s.properties !== undefined) {
+    const props = s.properties;
+    if (!props || typeof props !== 'object' || Array.isArray(props)) fail('invalid_schema', 'properties must be an object', ptr(path, 'properties'), 'properties');
+    for (const [name, sub] of Object.entries(props)) p.props.push({ name, sub: subschema(sub, ptr(ptr(path, 'properties'), name), 'properties') });
+  }
+  if (s.required !== undefined) {
+    if (!Array.isArray(s.required) || s.required.some((r) => typeof r !== 'string')) fail('invalid_schema', 'required must be an array of strings', ptr(path, 'required'), 'required');
+    p.required = [...new Set(s.required as string[])];
+  }
+  if (s.additionalProperties !== undefined) p.additional = subschema(s.additionalProperties, ptr(path, 'additionalProperties'), 'additionalProperties');
+  if (s.prefixItems !== undefined) {
+    if (!Array.isArray(s.prefixItems)) fail('invalid_schema', 'prefixItems must be an array', ptr(path, 'prefixItems'), 'prefixItems');
+    p.prefix = s.prefixItems.map((x, i) => subschema(x, ptr(ptr(path, 'prefixItems'), i), 'prefixItems'));
+  }
+  if (Array.isArray(s.items)) {
+    p.prefix = s.items.map((x, i) => subschema(x, ptr(ptr(path, 'items'), i), 'items'));
+    if (s.additionalItems !== undefined) p.items = subschema(s.additionalItems, ptr(path, 'additionalItems'), 'additionalItems');
+  } else if (s.items !== undefined) p.items = subschema(s.items, ptr(path, 'items'), 'items');
+  p.minItems = count(s, 'minItems', path) ?? 0;
+  p.maxItems = count(s, 'maxItems', path) ?? Infinity;
+  p.minLength = count(s, 'minLength', path) ?? 0;
+  p.maxLength = count(s, 'maxLength', path) ?? Infinity;
+  const min = num(s, 'minimum', path);
+  const max = num(s, 'maximum', path);
+  const xmin = num(s, 'exclusiveMinimum', path);
+  const xmax = num(s, 'exclusiveMaximum', path);
+  if (min !== undefined) p.lower = { value: min, exclusive: s.exclusiveMinimum === true };
+  if (max !== undefined) p.upper = { value: max, exclusive: s.exclusiveMaximum === true };
+  if (xmin !== undefined) p.lower = tighter(p.lower, { value: xmin, exclusive: true }, 1);
+  if (xmax !== undefined) p.upper = tighter(p.upper, { value: xmax, exclusive: true }, -1);
+  if (s.pattern !== undefined) {
+    if (typeof s.pattern !== 'string') fail('invalid_schema', 'pattern must be a string', ptr(path, 'pattern'), 'pattern');
+    parseRegex(s.pattern, { path: ptr(path, 'pattern'), keyword: 'pattern' }); // report bad regexes even if unused
+    p.patterns.push({ src: s.pattern, path: ptr(path, 'pattern') });
+  }
+  if (s.format !== undefined) {
+    const f = s.format;
+    if (typeof f !== 'string') fail('invalid_schema', 'format must be a string', ptr(path, 'format'), 'format');
+    if (f === 'int32') {
+      if (!p.types || p.types.has('number') || p.types.has('integer')) {
+        p.lower = tighter(p.lower, { value: -(2 ** 31), exclusive: false }, 1);
+        p.upper = tighter(p.upper, { value: 2 ** 31 - 1, exclusive: false }, -1);
+      }
+    } else if (FORMATS[f] !== undefined) p.formats.push({ name: f, path: ptr(path, 'format') });
+    else if (!NOOP_FORMATS.has(f)) {
+      fail('unsupported_schema_keyword', `format "${f}" is not supported (supported: ${Object.keys(FORMATS).join(', ')})`, ptr(path, 'format'), 'format');
+    }
+  }
+  if (s.enum !== undefined) {
+    if (!Array.isArray(s.enum) || s.enum.length === 0) fail('invalid_schema', 'enum must be a non-empty array', ptr(path, 'enum'), 'enum');
+    p.enumValues = [...s.enum];
+  }
+  if ('const' in s) p.enumValues = p.enumValues ? p.enumValues.filter((v) => deepEqual(v, s.const)) : [s.const];
+  return p;
+}
+
+/** The tighter of two bounds; dir = 1 for lower bounds, -1 for upper. */
+export function tighter(a: Bound | null, b: Bound | null, dir: 1 | -1): Bound | null {
+  if (!a) return b;
+  if (!b) return a;
+  if (a.value === b.value) return { value: a.value, exclusive: a.exclusive || b.exclusive };
+  return (a.value - b.value) * dir > 0 ? a : b;
+}
+
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+export function typeOfValue(v: unknown): JsonType {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+  return typeof v as JsonType;
+}
+
+/** Whether a value of JSON type `t` is allowed by the type set (integer ⊂ number). */
+export const typeAllows = (types: ReadonlySet<JsonType> | null, t: JsonType): boolean =>
+  !types || types.has(t) || (t === 'integer' && types.has('number'));
+
+function intersectTypes(a: ReadonlySet<JsonType> | null, b: ReadonlySet<JsonType> | null): ReadonlySet<JsonType> | null {
+  if (!a) return b;
+  if (!b) return a;
+  const out = new Set<JsonType>();
+  for (const t of a) {
+    if (b.has(t)) out.add(t);
+    else if ((t === 'number' && b.has('integer')) || (t === 'integer' && b.has('number'))) out.add('integer');
+  }
+  return out;
+}
+
+const both = (a: Sub | undefined, b: Sub | undefined): Sub | undefined => (a && b ? { parts: [...a.parts, ...b.parts] } : a ?? b);
+const forbids = (s: Sub | undefined): boolean => s !== undefined && s.parts.some((x) => x.schema === false);
+
+/** Conjunction of two Plain records; null if they contradict. */
+export function merge(a: Plain, b: Plain): Plain | null {
+  const types = intersectTypes(a.types, b.types);
+  if (types && types.size === 0) return null;
+  const required = [...new Set([...a.required, ...b.required])];
+  const names = new Set([...a.props.map((x) => x.name), ...b.props.map((x) => x.name)]);
+  const props: Plain['props'] = [];
+  for (const name of names) {
+    const pa = a.props.find((x) => x.name === name)?.sub ?? (forbids(a.additional) ? null : a.additional);
+    const pb = b.props.find((x) => x.name === name)?.sub ?? (forbids(b.additional) ? null : b.additional);
+    if (pa === null || pb === null) {
+      if (required.includes(name)) return null;
+      continue;
+    }
+    props.push({ name, sub: both(pa, pb)! });
+  }
+  for (const r of required) {
+    if (names.has(r)) continue;
+    if (forbids(a.additional) || forbids(b.additional)) return null;
+  }
+  const prefix: Sub[] = [];
+  for (let i = 0; i < Math.max(a.prefix.length, b.prefix.length); i++) {
+    const x = a.prefix[i] ?? a.items;
+    const y = b.prefix[i] ?? b.items;
+    prefix.push(both(x, y) ?? { parts: [{ schema: true, path: a.path }] });
+  }
+  const enumValues = a.enumValues && b.enumValues ? a.enumValues.filter((v) => b.enumValues!.some((w) => deepEqual(v, w))) : a.enumValues ?? b.enumValues;
+  if (enumValues && enumValues.length === 0) return null;
+  return {
+    path: a.path,
+    types,
+    props,
+    required,
+    additional: both(a.additional, b.additional),
+    prefix,
+    items: both(a.items, b.items),
+    minItems: Math.max(a.minItems, b.minItems),
+    maxItems: Math.min(a.maxItems, b.maxItems),
+    minLength: Math.max(a.minLength, b.minLength),
+    maxLength: Math.min(a.maxLength, b.maxLength),
+    lower: tighter(a.lower, b.lower, 1),
+    upper: tighter(a.upper, b.upper, -1),
+    patterns: [...a.patterns, ...b.patterns],
+    formats: [...a.formats, ...b.formats],
+    enumValues,
+  };
+}
+
+/** True if the record constrains anything (an empty record means "any value"). */
+export function constrains(p: Plain): boolean {
+  return p.types !== null || p.props.length > 0 || p.required.length > 0 || p.additional !== undefined || p.prefix.length > 0 ||
+    p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.minLength > 0 || p.maxLength !== Infinity ||
+    p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.enumValues !== null;
+}
+
+/** Types implied by the keywords present when `type` is absent (null: nothing implied → any value). */
+export function inferTypes(p: Plain): ReadonlySet<JsonType> | null {
+  const out = new Set<JsonType>();
+  if (p.props.length || p.required.length || p.additional !== undefined) out.add('object');
+  if (p.prefix.length || p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity) out.add('array');
+  if (p.minLength > 0 || p.maxLength !== Infinity || p.patterns.length || p.formats.length) out.add('string');
+  if (p.lower || p.upper) out.add('number');
+  return out.size ? out : null;
+}

@@ -1,0 +1,396 @@
+/**
+ * The `native` backend: a pushdown automaton over lazily determinized rules.
+ *
+ * Each rule (the root, every recursive $ref, the built-in "any value") is a
+ * byte NFA whose `call` edges consume a whole value of another rule; its DFA
+ * is built lazily. A parse configuration is a stack of frames (rule, DFA
+ * state, parent), hash-consed so equal stacks are one id; a decoding state is
+ * a set of stacks (ambiguity is rare but allowed). There is no depth limit.
+ *
+ * Masks are cached per (rule, DFA state) — the stack top — which is sound
+ * because everything a token does *within* that frame (including calls it
+ * opens and closes) does not depend on what is below. The walk from a frame
+ * with a virtual bottom records (a) tokens fully consumed inside the frame
+ * ("certain") and (b) tokens that would complete the frame and continue in
+ * the caller ("uncertain", with the byte offset where the frame returns; only
+ * bytes in the rule's FOLLOW set are considered). Per step, the mask is the
+ * certain set plus the few uncertain tokens whose tail is re-checked against
+ * the real stack. EOS is allowed only when the whole stack can accept.
+ */
+import { fail } from './ast.ts';
+import { Dfa } from './dfa.ts';
+import type { ConstraintState } from './index.ts';
+import { buildNfa, type Nfa, trim } from './nfa.ts';
+import type { GrammarAst } from './schema.ts';
+import { hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
+
+const ROOT = -1;
+const BOTTOM = -2;
+
+interface Closure {
+  readonly frames: Int32Array;
+  readonly acceptsRoot: boolean;
+  readonly escapes: boolean;
+  readonly bytes: boolean;
+}
+
+/** Interned frames and frame sets with cached closures and byte transitions. */
+class StackSpace {
+  private readonly fm: number[] = [];
+  private readonly fs: number[] = [];
+  private readonly fp: number[] = [];
+  private readonly fmap = new Map<string, number>();
+  private readonly sets: Int32Array[] = [];
+  private readonly smap = new Map<string, number>();
+  private readonly clo: Array<Closure | undefined> = [];
+  private readonly rows: Array<Int32Array | undefined> = [];
+
+  constructor(private readonly machines: readonly Dfa[]) {}
+
+  frame(m: number, s: number, p: number): number {
+    const key = `${m},${s},${p}`;
+    let id = this.fmap.get(key);
+    if (id === undefined) {
+      id = this.fm.length;
+      this.fm.push(m);
+      this.fs.push(s);
+      this.fp.push(p);
+      this.fmap.set(key, id);
+    }
+    return id;
+  }
+
+  top(f: number): [machine: number, state: number, parent: number] {
+    return [this.fm[f]!, this.fs[f]!, this.fp[f]!];
+  }
+
+  set(frames: number[]): number {
+    const sorted = Int32Array.from(new Set(frames)).sort();
+    const key = sorted.join(',');
+    let id = this.smap.get(key);
+    if (id === undefined) {
+      id = this.sets.length;
+      this.sets.push(sorted);
+      this.smap.set(key, id);
+      this.clo.push(undefined);
+      this.rows.push(undefined);
+    }
+    return id;
+  }
+
+  members(id: number): Int32Array {
+    return this.sets[id]!;
+  }
+
+  closure(id: number): Closure {
+    const hit = this.clo[id];
+    if (hit) return hit;
+    const seen = new Set<number>();
+    const stack = [...this.sets[id]!];
+    let acceptsRoot = false;
+    let escapes = false;
+    let bytes = false;
+    while (stack.length) {
+      const f = stack.pop()!;
+      if (seen.has(f)) continue;
+      seen.add(f);
+      const m = this.fm[f]!;
+      const s = this.fs[f]!;
+      const p = this.fp[f]!;
+      const d = this.machines[m]!;
+      if (d.hasBytes(s)) bytes = true;
+      for (const [rule, ret] of d.calls(s)) stack.push(this.frame(rule, this.machines[rule]!.start, this.frame(m, ret, p)));
+      if (d.accepting(s)) {
+        if (p >= 0) stack.push(p);
+        else if (p === ROOT) acceptsRoot = true;
+        else escapes = true;
+      }
+    }
+    const c: Closure = { frames: Int32Array.from(seen), acceptsRoot, escapes, bytes };
+    this.clo[id] = c;
+    return c;
+  }
+
+  step(id: number, b: number): number {
+    let row = this.rows[id];
+    if (!row) this.rows[id] = row = new Int32Array(256).fill(-2);
+    if (row[b] !== -2) return row[b]!;
+    const next: number[] = [];
+    for (const f of this.closure(id).frames) {
+      const t = this.machines[this.fm[f]!]!.step(this.fs[f]!, b);
+      if (t >= 0) next.push(this.frame(this.fm[f]!, t, this.fp[f]!));
+    }
+    return (row[b] = next.length ? this.set(next) : -1);
+  }
+}
+
+interface LocalEntry {
+  readonly certain: Uint32Array;
+  /** Flat (token, byte offset where the frame returns) pairs. */
+  readonly uncertain: Int32Array;
+}
+
+export class NativeGrammar {
+  readonly machines: Dfa[];
+  private readonly follow: Uint8Array[];
+  private readonly local: StackSpace;
+  private readonly entries = new Map<number, LocalEntry>();
+  private readonly pool = new MaskPool();
+  /** Rules whose NFA has no call edges (their DFA can be walked directly). */
+  private readonly callFree: boolean[];
+
+  /** Returns null if the language is empty. */
+  static build(g: GrammarAst, trie: TokenTrie): NativeGrammar | null {
+    const names = new Map<string, number>();
+    const asts = [g.root];
+    const ruleIndex = (name: string): number => {
+      let i = names.get(name);
+      if (i === undefined) {
+        names.set(name, (i = asts.length));
+        asts.push(g.rules.get(name)!);
+      }
+      return i;
+    };
+    const nfas: Nfa[] = [];
+    for (let i = 0; i < asts.length; i++) nfas.push(buildNfa(asts[i]!, ruleIndex));
+    const productive = new Uint8Array(nfas.length);
+    for (let changed = true; changed; ) {
+      changed = false;
+      nfas.forEach((n, i) => {
+        if (!productive[i] && reachesFinal(n, productive)) productive[i] = 1, (changed = true);
+      });
+    }
+    if (!productive[0]) return null;
+    for (const n of nfas) trim(n, (r) => productive[r] === 1);
+    const ruleName = [...names.keys()];
+    return new NativeGrammar(nfas.map((n) => new Dfa(n)), nfas, (i) => ruleName[i - 1] ?? '', trie);
+  }
+
+  private constructor(machines: Dfa[], nfas: Nfa[], ruleName: (i: number) => string, private readonly trie: TokenTrie) {
+    this.machines = machines;
+    this.callFree = nfas.map((n) => n.calls.every((c) => c.length === 0));
+    // Left recursion (a rule that can call itself before consuming a byte) would make closures infinite.
+    const state = new Uint8Array(machines.length);
+    const visit = (i: number): void => {
+      if (state[i] === 2) return;
+      if (state[i] === 1) fail('invalid_schema', `$ref "${ruleName(i)}" recurses into itself without consuming input`, ruleName(i).slice(1), '$ref');
+      state[i] = 1;
+      if (i > 0 && machines[i]!.accepting(machines[i]!.start)) fail('unsupported_schema_keyword', `rule "${ruleName(i)}" can match empty input`, ruleName(i).slice(1), '$ref');
+      for (const [r] of machines[i]!.calls(machines[i]!.start)) visit(r);
+      state[i] = 2;
+    };
+    machines.forEach((_, i) => visit(i));
+    this.follow = followSets(machines, nfas);
+    this.local = new StackSpace(machines);
+    this.entry(0, machines[0]!.start); // warm the first mask
+  }
+
+  begin(): ConstraintState {
+    return new NativeState(this, this.trie);
+  }
+
+  /** Mask data for a frame in state (m, s), independent of the stack below it. */
+  entry(m: number, s: number): LocalEntry {
+    const key = m * 0x4000000 + s;
+    const hit = this.entries.get(key);
+    if (hit) return hit;
+    const { byte, depth, skip, tokStart, tokCount, tokens, nodes, words } = this.trie;
+    const sp = this.local;
+    const fol = this.follow[m]!;
+    const certain = new Uint32Array(words);
+    const unc: number[] = [];
+    const st = new Int32Array(this.trie.maxDepth + 1);
+    const record = (i: number, offset: number): void => {
+      for (let j = i; j < skip[i]!; j++) for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset);
+    };
+    if (this.callFree[m]) {
+      // A rule without calls: walk its DFA directly (escapes happen in accepting states).
+      const d = this.machines[m]!;
+      st[0] = s;
+      for (let i = 0; i < nodes; ) {
+        const dd = depth[i]!;
+        const cur = st[dd - 1]!;
+        const b = byte[i]!;
+        if (fol[b] && d.accepting(cur)) record(i, dd - 1);
+        const nx = d.stepAll(cur)[b]!;
+        if (nx < 0) {
+          i = skip[i]!;
+          continue;
+        }
+        st[dd] = nx;
+        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
+        i++;
+      }
+    } else {
+      st[0] = sp.set([sp.frame(m, s, BOTTOM)]);
+      for (let i = 0; i < nodes; ) {
+        const dd = depth[i]!;
+        const cur = st[dd - 1]!;
+        const b = byte[i]!;
+        if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
+        const nx = sp.step(cur, b);
+        if (nx < 0) {
+          i = skip[i]!;
+          continue;
+        }
+        st[dd] = nx;
+        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
+        i++;
+      }
+    }
+    const kept: number[] = [];
+    for (let k = 0; k < unc.length; k += 2) if (!hasBit(certain, unc[k]!)) kept.push(unc[k]!, unc[k + 1]!);
+    const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept) };
+    this.entries.set(key, e);
+    return e;
+  }
+}
+
+function reachesFinal(n: Nfa, productive: Uint8Array): boolean {
+  const seen = new Uint8Array(n.size);
+  const stack = [n.start];
+  seen[n.start] = 1;
+  while (stack.length) {
+    const q = stack.pop()!;
+    if (q === n.final) return true;
+    const next = [...n.eps[q]!];
+    const e = n.edges[q]!;
+    for (let k = 2; k < e.length; k += 3) next.push(e[k]!);
+    const c = n.calls[q]!;
+    for (let k = 0; k < c.length; k += 2) if (productive[c[k]!]) next.push(c[k + 1]!);
+    for (const t of next) if (!seen[t]) (seen[t] = 1), stack.push(t);
+  }
+  return false;
+}
+
+/** FOLLOW(rule): bytes that may come right after a complete value of the rule. */
+function followSets(machines: readonly Dfa[], nfas: readonly Nfa[]): Uint8Array[] {
+  const first = machines.map(() => new Uint8Array(256));
+  const firstDone = new Uint8Array(machines.length);
+  const firstOf = (i: number): Uint8Array => {
+    if (!firstDone[i]) {
+      firstDone[i] = 1;
+      const d = machines[i]!;
+      const row = d.stepAll(d.start);
+      for (let b = 0; b < 256; b++) if (row[b]! >= 0) first[i]![b] = 1;
+      for (const [r] of d.calls(d.start)) firstOf(r).forEach((v, b) => v && (first[i]![b] = 1));
+    }
+    return first[i]!;
+  };
+  // Per call edge: the callee, the bytes that can follow it inside the caller, and whether the caller may end there.
+  const sites: Array<{ callee: number; bytes: Uint8Array; caller: number; ends: boolean }> = [];
+  nfas.forEach((n, caller) => {
+    for (let q = 0; q < n.size; q++) {
+      const c = n.calls[q]!;
+      for (let k = 0; k < c.length; k += 2) {
+        const bytes = new Uint8Array(256);
+        let ends = false;
+        const seen = new Set([c[k + 1]!]);
+        const stack = [c[k + 1]!];
+        while (stack.length) {
+          const r = stack.pop()!;
+          if (r === n.final) ends = true;
+          const e = n.edges[r]!;
+          for (let x = 0; x < e.length; x += 3) bytes.fill(1, e[x]!, e[x + 1]! + 1);
+          const cc = n.calls[r]!;
+          for (let x = 0; x < cc.length; x += 2) firstOf(cc[x]!).forEach((v, b) => v && (bytes[b] = 1));
+          for (const t of n.eps[r]!) if (!seen.has(t)) seen.add(t), stack.push(t);
+        }
+        sites.push({ callee: c[k]!, bytes, caller, ends });
+      }
+    }
+  });
+  const follow = machines.map(() => new Uint8Array(256));
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const s of sites) {
+      const f = follow[s.callee]!;
+      const add = (v: number, b: number): void => {
+        if (v && !f[b]) (f[b] = 1), (changed = true);
+      };
+      s.bytes.forEach(add);
+      if (s.ends) follow[s.caller]!.forEach(add);
+    }
+  }
+  return follow;
+}
+
+const DEAD = -1;
+const ENDED = -3;
+
+class NativeState implements ConstraintState {
+  private readonly space: StackSpace;
+  private cur: number;
+  private lastId = -10;
+  private lastMask: Uint32Array;
+
+  constructor(
+    private readonly g: NativeGrammar,
+    private readonly trie: TokenTrie,
+  ) {
+    this.space = new StackSpace(g.machines);
+    this.cur = this.space.set([this.space.frame(0, g.machines[0]!.start, ROOT)]);
+    this.lastMask = new Uint32Array(trie.words);
+  }
+
+  mask(): Uint32Array {
+    if (this.cur === this.lastId) return this.lastMask;
+    this.lastId = this.cur;
+    if (this.cur < 0) return (this.lastMask = new Uint32Array(this.trie.words));
+    const sp = this.space;
+    const members = sp.members(this.cur);
+    const acceptsRoot = sp.closure(this.cur).acceptsRoot;
+    const entries = Array.from(members, (f) => {
+      const [m, s, p] = sp.top(f);
+      return { e: this.g.entry(m, s), p };
+    });
+    if (entries.length === 1 && !acceptsRoot && (entries[0]!.p < 0 || entries[0]!.e.uncertain.length === 0)) {
+      return (this.lastMask = entries[0]!.e.certain); // shared, read-only
+    }
+    const out = new Uint32Array(this.trie.words);
+    for (const { e } of entries) for (let w = 0; w < out.length; w++) out[w]! |= e.certain[w]!;
+    for (const { e, p } of entries) {
+      if (p < 0) continue;
+      const u = e.uncertain;
+      for (let k = 0; k < u.length; k += 2) {
+        const t = u[k]!;
+        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t);
+      }
+    }
+    if (acceptsRoot) for (const t of this.trie.eos) setBit(out, t);
+    return (this.lastMask = out);
+  }
+
+  private suffixOk(parent: number, bytes: Uint8Array, from: number): boolean {
+    let s = this.space.set([parent]);
+    for (let i = from; i < bytes.length && s >= 0; i++) s = this.space.step(s, bytes[i]!);
+    return s >= 0;
+  }
+
+  advance(token: number): void {
+    if (this.cur < 0) return;
+    if (this.trie.eos.includes(token)) {
+      this.cur = this.space.closure(this.cur).acceptsRoot ? ENDED : DEAD;
+      return;
+    }
+    const bytes = this.trie.bytesOf[token];
+    if (!bytes) {
+      this.cur = DEAD;
+      return;
+    }
+    let s = this.cur;
+    for (let i = 0; i < bytes.length && s >= 0; i++) s = this.space.step(s, bytes[i]!);
+    this.cur = s;
+  }
+
+  isComplete(): boolean {
+    if (this.cur === ENDED) return true;
+    if (this.cur < 0) return false;
+    const c = this.space.closure(this.cur);
+    return c.acceptsRoot && !c.bytes;
+  }
+
+  accepted(): boolean {
+    return this.cur === ENDED || (this.cur >= 0 && this.space.closure(this.cur).acceptsRoot);
+  }
+}

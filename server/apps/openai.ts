@@ -1,0 +1,294 @@
+/**
+ * The OpenAI-compatible layer: POST /v1/chat/completions, POST /v1/completions,
+ * GET /v1/models(/{id}) and POST /v1/embeddings (always 404 until embedding
+ * readers exist). Mounted on the inference app and served alone on
+ * `openai_port` (3003), so OpenAI clients work with baseURL `.../v1`.
+ *
+ * `model` names a consumer group or a reader id (which selects that reader's
+ * group). Chat messages are rendered by the reader with the model's own chat
+ * template; models without one fall back to DEFAULT_CHATML_TEMPLATE (with
+ * `<|im_end|>` as an extra stop string), chosen here and passed explicitly
+ * via GenerateRequest.chatTemplateFallback. Every /v1 error, 401 included, is
+ * in OpenAI's shape `{error: {message, type, param, code}}`, which is why this
+ * app carries its own auth and error handler and is mounted before the
+ * service-wide ones.
+ */
+import { Hono, type Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
+import type { GenerationEvent } from '../../core/engine/engine.ts';
+import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
+import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/chat_template.ts';
+import { ApiSpec, parseBody } from '../http/api_spec.ts';
+import { bearerAuth } from '../http/auth.ts';
+import { statusOf } from '../http/errors.ts';
+import * as O from '../http/openai_schemas.ts';
+import type { Service } from '../service.ts';
+import { healthz } from './inference.ts';
+
+type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+/** Used for chat requests to models that ship no chat template. */
+export const CHAT_FALLBACK = { template: DEFAULT_CHATML_TEMPLATE, stop: ['<|im_end|>'] };
+
+const unsupported = (param: string, message: string): InvalidRequestError => new InvalidRequestError('unsupported_parameter', message, { field: param });
+
+/** OpenAI's error shape; `code` is Weft's stable code, `param` the offending field. */
+export function openaiError(e: unknown): { error: { message: string; type: string; param: string | null; code: string | null } } {
+  const status = statusOf(e);
+  const type = status === 401 ? 'authentication_error' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
+  if (!(e instanceof WeftError)) return { error: { message: 'internal server error', type, param: null, code: 'internal_error' } };
+  const field = e.details?.field;
+  return { error: { message: e.message, type, param: typeof field === 'string' ? field : null, code: e.code } };
+}
+
+const finishReason = (r: Done['finishReason']): string => (r === 'eos' || r === 'stop' || r === 'constraint' ? 'stop' : r);
+
+const usageOf = (ds: Done[]): O.UsageT => {
+  const p = ds.reduce((a, d) => a + d.usage.promptTokens, 0);
+  const g = ds.reduce((a, d) => a + d.usage.completionTokens, 0);
+  return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) } };
+};
+
+/** `model` -> consumer group: a group name, else a reader id (its group); absent = the default group. */
+export function resolveModel(svc: Service, model: string | undefined): string {
+  if (model === undefined) return svc.config.consumerGroup;
+  if (svc.readers.groups().has(model)) return model;
+  const r = svc.readers.all().find((x) => x.readerId === model);
+  if (r) return r.spec.consumerGroup;
+  throw modelNotFound(model);
+}
+
+const modelNotFound = (model: string): NotFoundError =>
+  new NotFoundError('model_not_found', `The model '${model}' does not exist; GET /v1/models lists the consumer groups and reader ids served here`, { field: 'model' });
+
+/** The context length of a group's readers: the default max_tokens. */
+function contextOf(svc: Service, group: string): number {
+  const lens = svc.readers.all().flatMap((r) => (r.spec.consumerGroup === group && r.info ? [r.info.contextLength] : []));
+  return lens.length ? Math.max(...lens) : 128;
+}
+
+function constraintOf(rf: O.ResponseFormatT | null | undefined): ConstraintRequest | undefined {
+  if (!rf || rf.type === 'text') return undefined;
+  if (rf.type === 'json_object') return { kind: 'json_object' };
+  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {} };
+}
+
+function checkBytes(svc: Service, texts: string[]): void {
+  const limit = svc.config.maxPromptStringBytes;
+  const bytes = texts.reduce((a, t) => a + Buffer.byteLength(t), 0);
+  if (bytes > limit) throw new PayloadTooLargeError('prompt_too_large', `the prompt is ${bytes} bytes; the limit is ${limit} (WEFT_MAX_PROMPT_STRING_BYTES)`, { limit, bytes, field: 'prompt' });
+}
+
+/** Everything but the prompt, from the fields chat and completions share. */
+function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
+  if (b.n !== undefined && b.n !== null && b.n !== 1) throw unsupported('n', 'only n=1 is supported; send parallel requests for more choices');
+  if (b.logit_bias && Object.keys(b.logit_bias).length) throw unsupported('logit_bias', 'logit_bias is not supported');
+  const seed = b.seed ?? undefined;
+  const sampling = {
+    temperature: b.top_p === 0 ? 0 : (b.temperature ?? 1),
+    ...(b.top_p ? { topP: b.top_p } : {}),
+    ...(b.top_k != null ? { topK: b.top_k } : {}),
+    ...(b.min_p != null ? { minP: b.min_p } : {}),
+    ...(b.repetition_penalty != null ? { repetitionPenalty: b.repetition_penalty } : {}),
+    ...(b.presence_penalty != null ? { presencePenalty: b.presence_penalty } : {}),
+    ...(b.frequency_penalty != null ? { frequencyPenalty: b.frequency_penalty } : {}),
+    ...(seed !== undefined ? { seed: ((seed % 2 ** 32) + 2 ** 32) % 2 ** 32 } : {}),
+  };
+  const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? undefined);
+  const constraint = constraintOf(rf);
+  return {
+    maxNewTokens: maxTokens ?? contextOf(svc, group),
+    sampling,
+    ...(stop?.length ? { stop } : {}),
+    ...(constraint ? { constraint } : {}),
+  };
+}
+
+/** Chat messages as the template expects them: text content only, `developer` as `system`. */
+function chatMessages(ms: O.ChatCompletionBodyT['messages']): ChatMessage[] {
+  return ms.map((m, i) => {
+    let content = m.content ?? '';
+    if (Array.isArray(content)) {
+      const parts = content;
+      const bad = parts.findIndex((p) => p.type !== 'text' || typeof p.text !== 'string');
+      if (bad >= 0) throw new InvalidRequestError('unsupported_content', `only text content parts are supported (got "${parts[bad]!.type}")`, { field: `messages.${i}.content.${bad}` });
+      content = parts.map((p) => p.text as string).join('');
+    }
+    return { ...m, role: m.role === 'developer' ? 'system' : m.role, content };
+  });
+}
+
+const newId = (prefix: string, requestId: string): string => `${prefix}-${requestId.replace(/-/g, '')}`;
+const now = (): number => Math.floor(Date.now() / 1000);
+
+interface Framing {
+  /** Chunks sent once the request is accepted (the chat role chunk). */
+  opening(): object[];
+  token(text: string): object;
+  finish(d: Done): object;
+  usage(d: Done): object;
+}
+
+/** Streams one generation as OpenAI SSE: `data: {chunk}` ... `data: [DONE]`; errors after the start as `data: {error}`. */
+async function sse(c: Context, svc: Service, group: string, req: GenerateRequest, id: string, includeUsage: boolean, f: Framing): Promise<Response> {
+  const ac = new AbortController();
+  c.req.raw.signal.addEventListener('abort', () => ac.abort(), { once: true });
+  const { events, release } = await svc.startGeneration(group, { ...req, id }, ac.signal);
+  const it = events[Symbol.asyncIterator]();
+  let first: IteratorResult<GenerationEvent>;
+  try {
+    first = await it.next(); // errors before the first event stay JSON errors with a status
+  } catch (e) {
+    release();
+    throw e;
+  }
+  c.header('x-request-id', id);
+  const withUsage = (o: object): object => (includeUsage ? { ...o, usage: null } : o);
+  return streamSSE(c, async (stream) => {
+    stream.onAbort(() => ac.abort());
+    const send = (o: object): Promise<void> => stream.writeSSE({ data: JSON.stringify(o) });
+    try {
+      for (const o of f.opening()) await send(withUsage(o));
+      for (let r = first; !r.done; r = await it.next()) {
+        const ev = r.value;
+        if (ev.type === 'token') {
+          if (ev.text) await send(withUsage(f.token(ev.text)));
+        } else {
+          await send(withUsage(f.finish(ev)));
+          if (includeUsage) await send(f.usage(ev));
+        }
+      }
+      await stream.writeSSE({ data: '[DONE]' });
+    } catch (e) {
+      await send(openaiError(e));
+    } finally {
+      ac.abort();
+      release();
+    }
+  });
+}
+
+export interface OpenAIApps {
+  /** The /v1 routes with their own auth and error shape; mount before the service-wide auth. */
+  v1: Hono;
+  /** What port 3003 serves besides /v1: /docs, /openapi.json, /healthz. */
+  extras: Hono;
+  spec: ApiSpec;
+}
+
+export function openaiApp(svc: Service): OpenAIApps {
+  const app = new Hono();
+  const spec = new ApiSpec('Weft OpenAI-compatible API', 'OpenAI-style /v1 routes. Errors: {"error": {"message", "type", "param", "code"}}.', svc.version);
+  const maxBody = Math.max(svc.config.maxPromptStringBytes * 64 + 65536, 1 << 20);
+  app.onError((err, c) => {
+    const status = statusOf(err);
+    if (status >= 500) svc.log('request failed', { path: c.req.path, error: err.message, stack: err.stack });
+    const res = c.json(openaiError(err), status);
+    if (err instanceof UnavailableError) res.headers.set('Retry-After', String(err.retryAfter));
+    return res;
+  });
+  const auth = bearerAuth(svc.config.apiKeys);
+  app.use('/v1/*', (c, next) => (/^\/v1\/(docs|openapi\.json)(\/|$)/.test(c.req.path) ? next() : auth(c, next)));
+
+  spec.add({ method: 'post', path: '/v1/chat/completions', summary: 'Chat completion (stream: true for SSE chunks ending in data: [DONE])', body: O.ChatCompletionBody, response: O.ChatCompletion });
+  app.post('/v1/chat/completions', async (c) => {
+    const b = await parseBody(c, O.ChatCompletionBody, maxBody);
+    if (b.logprobs || b.top_logprobs) throw unsupported(b.logprobs ? 'logprobs' : 'top_logprobs', 'logprobs are not supported by this server');
+    if (b.tools?.length) throw unsupported('tools', 'tool calling is not supported by this server');
+    const group = resolveModel(svc, b.model);
+    const messages = chatMessages(b.messages);
+    checkBytes(svc, messages.map((m) => String(m.content)));
+    const req: GenerateRequest = { prompt: { messages }, chatTemplateFallback: CHAT_FALLBACK, ...baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format) };
+    const rid = svc.newRequestId();
+    const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
+    if (b.stream) {
+      const choice = (delta: object, finish: string | null): object => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, {
+        opening: () => [choice({ role: 'assistant', content: '' }, null)],
+        token: (text) => choice({ content: text }, null),
+        finish: (d) => choice({}, finishReason(d.finishReason)),
+        usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
+      });
+    }
+    c.header('x-request-id', rid);
+    const d = await svc.runToCompletion(group, { ...req, id: rid }, c.req.raw.signal);
+    return c.json({
+      ...head,
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: d.text, refusal: null }, logprobs: null, finish_reason: finishReason(d.finishReason) }],
+      usage: usageOf([d]),
+    });
+  });
+
+  spec.add({ method: 'post', path: '/v1/completions', summary: 'Text completion (stream: true for SSE chunks ending in data: [DONE])', body: O.CompletionBody, response: O.Completion });
+  app.post('/v1/completions', async (c) => {
+    const b = await parseBody(c, O.CompletionBody, maxBody);
+    if (b.logprobs != null) throw unsupported('logprobs', 'logprobs are not supported by this server');
+    if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
+    if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
+    if (b.best_of != null && b.best_of !== 1) throw unsupported('best_of', 'only best_of=1 is supported');
+    const group = resolveModel(svc, b.model);
+    const p = b.prompt;
+    const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
+    checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
+    const base = baseRequest(svc, b, group, b.max_tokens, b.response_format);
+    const rid = svc.newRequestId();
+    const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
+    if (b.stream) {
+      if (prompts.length !== 1) throw unsupported('prompt', 'stream: true takes a single prompt');
+      const choice = (text: string, finish: string | null): object => ({ ...head, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] });
+      return sse(c, svc, group, { ...base, prompt: prompts[0]! }, rid, !!b.stream_options?.include_usage, {
+        opening: () => [],
+        token: (text) => choice(text, null),
+        finish: (d) => choice('', finishReason(d.finishReason)),
+        usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
+      });
+    }
+    const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
+    c.header('x-request-id', ids.join(','));
+    const ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    return c.json({
+      ...head,
+      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: null, finish_reason: finishReason(d.finishReason) })),
+      usage: usageOf(ds),
+    });
+  });
+
+  const modelList = (): O.ModelT[] => {
+    const out: O.ModelT[] = [];
+    for (const [group, list] of svc.readers.groups()) {
+      const created = Math.floor(Math.min(...list.map((r) => r.startedAt)) / 1000);
+      out.push({ id: group, object: 'model', created, owned_by: 'weft', kind: 'consumer_group', consumer_group: group, ready: list.some((r) => r.ready) });
+      for (const r of list) out.push({ id: r.readerId, object: 'model', created: Math.floor(r.startedAt / 1000), owned_by: 'weft', kind: 'reader', consumer_group: group, ready: r.ready });
+    }
+    return out;
+  };
+  spec.add({ method: 'get', path: '/v1/models', summary: 'Consumer groups and reader ids, each usable as `model`', response: O.ModelList });
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: modelList() }));
+  spec.add({ method: 'get', path: '/v1/models/{model}', summary: 'One model id (404 model_not_found if unknown)', response: O.Model });
+  app.get('/v1/models/:model', (c) => {
+    const id = c.req.param('model');
+    const m = modelList().find((x) => x.id === id);
+    if (!m) throw modelNotFound(id);
+    return c.json(m);
+  });
+
+  spec.add({ method: 'post', path: '/v1/embeddings', summary: 'Embeddings: 404 model_not_found while no embedding model is loaded (none can be yet)', body: O.EmbeddingBody });
+  app.post('/v1/embeddings', async (c) => {
+    const b = await parseBody(c, O.EmbeddingBody, maxBody);
+    // Readers are generative only: no embedding model can be loaded yet, so
+    // every embeddings request is refused rather than answered with fake vectors.
+    throw new NotFoundError('model_not_found', `no embedding model is loaded: '${b.model}' cannot produce embeddings (this server runs generative readers only)`, { field: 'model' });
+  });
+
+  const docs = new Hono();
+  spec.mountDocs(docs);
+  app.route('/v1', docs);
+  app.all('/v1/*', (c) => c.json(openaiError(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
+
+  const extras = new Hono();
+  spec.mountDocs(extras);
+  extras.get('/healthz', (c) => healthz(c, svc));
+  return { v1: app, extras, spec };
+}

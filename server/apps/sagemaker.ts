@@ -1,0 +1,101 @@
+/**
+ * The SageMaker-style app (`sagemaker_port`, 8080): the two routes a
+ * SageMaker inference container must serve. `GET /ping` is 200 once every
+ * reader is ready (503 while loading, so SageMaker waits); `POST /invocations`
+ * takes the /generate body and answers like /generate, or streams exactly
+ * like /generate_stream when the request sends `Accept: text/event-stream`
+ * or `?stream=true` (what SageMaker's InvokeEndpointWithResponseStream
+ * forwards). Errors are the service's typed JSON errors.
+ */
+import { Hono, type Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { z } from 'zod';
+import { InvalidRequestError } from '../../core/errors.ts';
+import type { GenerationEvent } from '../../core/engine/engine.ts';
+import { ApiSpec, parseBody } from '../http/api_spec.ts';
+import { errorBody } from '../http/errors.ts';
+import * as S from '../http/schemas.ts';
+import type { Service } from '../service.ts';
+import { toGenerateRequest } from './inference.ts';
+
+type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+export const usageOf = (d: Done): z.output<typeof S.Usage> => ({
+  prompt_tokens: d.usage.promptTokens,
+  completion_tokens: d.usage.completionTokens,
+  cached_tokens: d.usage.cachedTokens,
+});
+
+const Ping = z.object({ status: z.enum(['ok', 'loading']) });
+
+/** True when the request asks for a stream: `Accept: text/event-stream` or `?stream=true|1`. */
+export function wantsStream(c: Context): boolean {
+  const q = c.req.query('stream');
+  return (c.req.header('accept') ?? '').includes('text/event-stream') || q === 'true' || q === '1';
+}
+
+/** The /generate_stream framing: `data: {text, token_id}` per token, then `event: done` (or `event: error`). */
+async function streamGeneration(c: Context, svc: Service, body: z.output<typeof S.GenerateBody>): Promise<Response> {
+  if (typeof body.text !== 'string') throw new InvalidRequestError('invalid_request', 'text: a stream takes a single prompt string', { field: 'text' });
+  const req = toGenerateRequest(body, body.text, svc.config.maxPromptStringBytes);
+  const id = svc.newRequestId();
+  const ac = new AbortController();
+  c.req.raw.signal.addEventListener('abort', () => ac.abort(), { once: true });
+  const { events, release } = await svc.startGeneration(body.consumer_group, { ...req, id }, ac.signal);
+  const it = events[Symbol.asyncIterator]();
+  let first: IteratorResult<GenerationEvent>;
+  try {
+    first = await it.next(); // errors before the first event stay JSON errors with a status
+  } catch (e) {
+    release();
+    throw e;
+  }
+  c.header('x-request-id', id);
+  return streamSSE(c, async (stream) => {
+    stream.onAbort(() => ac.abort());
+    try {
+      for (let r = first; !r.done; r = await it.next()) {
+        const ev = r.value;
+        if (ev.type === 'token') await stream.writeSSE({ data: JSON.stringify({ text: ev.text, token_id: ev.id }) });
+        else await stream.writeSSE({ event: 'done', data: JSON.stringify({ finish_reason: ev.finishReason, usage: usageOf(ev) }) });
+      }
+    } catch (e) {
+      await stream.writeSSE({ event: 'error', data: JSON.stringify(errorBody(e)) });
+    } finally {
+      ac.abort();
+      release();
+    }
+  });
+}
+
+export function sagemakerApp(svc: Service): { app: Hono; spec: ApiSpec } {
+  const app = new Hono();
+  const spec = new ApiSpec('Weft SageMaker-style API', 'The SageMaker inference-container contract: /ping and /invocations.', svc.version);
+  const maxBody = Math.max(svc.config.maxPromptStringBytes * 64 + 65536, 1 << 20);
+
+  spec.add({ method: 'get', path: '/ping', summary: '200 when every reader is ready, else 503 (SageMaker health check)', response: Ping });
+  app.get('/ping', (c) => (svc.readers.allReady ? c.json({ status: 'ok' }, 200) : c.json({ status: 'loading' }, 503)));
+
+  spec.add({
+    method: 'post',
+    path: '/invocations',
+    summary: 'The /generate body; JSON like /generate, or SSE like /generate_stream with Accept: text/event-stream or ?stream=true',
+    body: S.GenerateBody,
+    response: S.GenerateResponse,
+    query: { stream: 'true or 1: stream server-sent events (same as Accept: text/event-stream)' },
+  });
+  app.post('/invocations', async (c) => {
+    const body = await parseBody(c, S.GenerateBody, maxBody);
+    if (wantsStream(c)) return streamGeneration(c, svc, body);
+    const prompts = typeof body.text === 'string' ? [body.text] : body.text;
+    const reqs = prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes));
+    const ids = reqs.map(() => svc.newRequestId());
+    c.header('x-request-id', ids.join(','));
+    const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(body.consumer_group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+    if (typeof body.text === 'string') return c.json({ text: ds[0]!.text, finish_reason: ds[0]!.finishReason, usage: usageOf(ds[0]!) });
+    return c.json({ text: ds.map((d) => d.text), finish_reason: ds.map((d) => d.finishReason), usage: ds.map(usageOf) });
+  });
+
+  spec.mountDocs(app);
+  return { app, spec };
+}
