@@ -33,7 +33,6 @@ export interface StepResult {
 
 export class Runner {
   private readonly out: Tensor;
-  private readonly maskBuf: GPUBuffer;
   private readonly maskWords: number;
   /** Forward passes run (for tests: proves prefix reuse computes fewer tokens). */
   computedTokens = 0;
@@ -46,7 +45,6 @@ export class Runner {
     const R = model.geo.maxSeqs;
     this.out = ctx.scratch([R], 'u32');
     this.maskWords = Math.ceil(model.cfg.vocabSize / 32);
-    this.maskBuf = ctx.device.createBuffer({ size: R * this.maskWords * 4, usage: 0x80 | 0x08, label: 'sample-mask' });
   }
 
   /** Builds the plain step inputs for a plan. */
@@ -96,8 +94,7 @@ export class Runner {
         if (r.mask) words.set(r.mask, i * this.maskWords);
         else words.fill(0xffffffff, i * this.maskWords, (i + 1) * this.maskWords);
       });
-      this.ctx.device.queue.writeBuffer(this.maskBuf, 0, words);
-      mask = { buffer: this.maskBuf, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
+      mask = { buffer: rec.upload(words).buffer, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
     }
     const out: Tensor = { ...this.out, shape: [R] };
     await sample(rec, logits, rows, out, mask ? { mask } : {});
@@ -108,6 +105,5 @@ export class Runner {
 
   destroy(): void {
     this.ctx.free(this.out);
-    this.maskBuf.destroy();
   }
 }

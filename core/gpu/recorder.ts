@@ -93,6 +93,27 @@ export class Recorder {
     this.dispatches++;
   }
 
+  /** Step-scoped buffers from the pool, returned after submit. */
+  private readonly temps: GPUBuffer[] = [];
+
+  /**
+   * A scratch buffer of at least `bytes` that lives until this step is
+   * submitted (later queue work is ordered after the step, so reuse is safe).
+   */
+  temp(bytes: number): GPUBuffer {
+    const b = this.ctx.pool.acquire(bytes);
+    this.temps.push(b);
+    return b;
+  }
+
+  /** Uploads `data` into a step-scoped buffer (written before the step runs). */
+  upload(data: ArrayBufferView): { buffer: GPUBuffer; size: number } {
+    const size = Math.max(4, Math.ceil(data.byteLength / 4) * 4);
+    const buffer = this.temp(size);
+    this.ctx.device.queue.writeBuffer(buffer, 0, data.buffer as ArrayBuffer, data.byteOffset, data.byteLength);
+    return { buffer, size };
+  }
+
   /** Copies `size` bytes between buffers (ends the current pass). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
     this.endPass();
@@ -118,6 +139,7 @@ export class Recorder {
     if (this.used > 0) device.queue.writeBuffer(this.arena, 0, this.stage, 0, this.used);
     releaseStaging(this.ctx, this.stage);
     device.queue.submit([this.encoder.finish()]);
+    for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
     if (this.profiler && this.timed.length) void this.profiler.collect();
     for (const r of this.reads) {
       r.staging.mapAsync(0x0001).then(

@@ -135,27 +135,10 @@ function kernelFor(variant: Variant, V: number, rows: readonly SampleRow[], pair
   return { shared: true, WG: variant === 'cpu' ? 128 : 256 };
 }
 
-/** Releases pool buffers once the recorder has submitted (later queue writes are ordered after it). */
-const pending = new WeakMap<Recorder, GPUBuffer[]>();
-function releaseAfterSubmit(rec: Recorder, bufs: GPUBuffer[]): void {
-  let list = pending.get(rec);
-  if (!list) {
-    const owned: GPUBuffer[] = (list = []);
-    pending.set(rec, owned);
-    const submit = rec.submit.bind(rec);
-    rec.submit = () => {
-      submit();
-      for (const b of owned.splice(0)) rec.ctx.pool.release(b);
-    };
-  }
-  list.push(...bufs);
-}
-
 /**
  * Records sampling of every row of logits [B, V] f32 into out [B] u32 (one
- * dispatch). Per-row params and history pairs are written with
- * queue.writeBuffer into pool buffers that return to the pool after
- * `rec.submit()`.
+ * dispatch). Per-row params and history pairs are uploaded into step-scoped
+ * buffers of the recorder.
  */
 export async function sample(rec: Recorder, logits: Tensor, rows: readonly SampleRow[], out: Tensor, opts: SampleOptions = {}): Promise<void> {
   const B = rows.length;
@@ -174,24 +157,14 @@ export async function sample(rec: Recorder, logits: Tensor, rows: readonly Sampl
   const { shared, WG } = kernelFor(opts.variant ?? rec.ctx.variant, V, rows, pairs);
   const kernel = await rec.ctx.pipelines.get({ shader: 'sample', defines: { WG, SHARED: shared }, layout });
 
-  const { pool, device } = rec.ctx;
-  const info = pool.acquire(words.byteLength);
-  device.queue.writeBuffer(info, 0, words.buffer as ArrayBuffer, 0, words.byteLength);
+  const info = rec.upload(words);
   const zBytes = Math.max(16, zRows * Math.ceil(V / 4) * 16);
-  const z = pool.acquire(zBytes);
-  const owned = [info, z];
-  let maskBinding: Binding;
-  if (mask) maskBinding = mask;
-  else {
-    const dummy = pool.acquire(4);
-    owned.push(dummy);
-    maskBinding = { buffer: dummy, size: 4 };
-  }
-  releaseAfterSubmit(rec, owned);
+  const z = rec.temp(zBytes);
+  const maskBinding: Binding = mask ?? { buffer: rec.temp(4), size: 4 };
   rec.dispatch(
     kernel,
     { rows: B, vocab: V, maskWords, hasMask: mask ? 1 : 0 },
-    [logits, maskBinding, { buffer: info, size: words.byteLength }, { buffer: z, size: zBytes }, { buffer: out.buffer, offset: out.offset, size: B * 4 }],
+    [logits, maskBinding, info, { buffer: z, size: zBytes }, { buffer: out.buffer, offset: out.offset, size: B * 4 }],
     grid1d(shared ? B : ceilDiv(B, CPU_WG)),
   );
 }
