@@ -27,7 +27,7 @@
 const WG: u32 = {{WG}}u;
 const ROW_WORDS: u32 = 12u;
 const NONE: u32 = 0xffffffffu;
-const NEG: f32 = bitcast<f32>(0xff7fffffu); // -FLT_MAX marks disallowed tokens: finite, no inf arithmetic
+const NEG: f32 = -0x1.fffffep+127f; // -FLT_MAX marks disallowed tokens: finite, no inf arithmetic (a literal: naga has no const bitcast)
 const BLOCKQ: u32 = 256u;                   // quads per partial sum (keeps f32 sums accurate at V=152k)
 
 struct CM { c: u32, m: f32 }             // count, mass

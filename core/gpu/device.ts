@@ -2,8 +2,10 @@
  * The ONE place that finds a WebGPU adapter and opens a device.
  *
  * Browser and Deno use `navigator.gpu`. Node uses Dawn from the npm package
- * `webgpu`, imported lazily so browser bundles never see it. On Node the
- * backend is chosen automatically — a real GPU's native backend, else
+ * `webgpu`, imported lazily so browser bundles never see it; Deno can load
+ * the same addon, so the Dawn backends can also be named explicitly there
+ * (`auto` on Deno stays navigator.gpu). On Node the backend is chosen
+ * automatically — a real GPU's native backend, else
  * SwiftShader (Vulkan ICD shipped by Debian's chromium), else OpenGL ES over
  * Mesa llvmpipe — or explicitly by name. The device is opened with the
  * adapter's full limits (compatibility mode would otherwise cap workgroups at
@@ -81,6 +83,11 @@ function isNode(): boolean {
   return !!p?.versions?.node && !('Deno' in globalThis);
 }
 
+/** Runtimes that can load Dawn (npm:webgpu, a Node-API addon): Node, and Deno through its npm support. */
+function hasDawn(): boolean {
+  return isNode() || 'Deno' in globalThis;
+}
+
 /**
  * Sets the environment Dawn's backends read through getenv: the SwiftShader
  * ICD is *added* to the Vulkan loader's drivers (a real GPU stays visible) and
@@ -90,7 +97,7 @@ function isNode(): boolean {
  */
 export function prepareGpuEnv(): void {
   const e = env();
-  if (!e || !isNode()) return;
+  if (!e || !hasDawn()) return;
   if (!e.EGL_PLATFORM) e.EGL_PLATFORM = 'surfaceless';
   if (!e.VK_ICD_FILENAMES && !e.VK_ADD_DRIVER_FILES) e.VK_ADD_DRIVER_FILES = SWIFTSHADER_ICD;
 }
@@ -157,7 +164,7 @@ async function findAdapter(name: BackendName, pref?: GPUPowerPreference): Promis
   for (const b of order) {
     tried.push(b);
     try {
-      const f = b === 'navigator' ? await tryNavigator(pref) : isNode() ? await tryNode(b, pref) : null;
+      const f = b === 'navigator' ? await tryNavigator(pref) : hasDawn() ? await tryNode(b, pref) : null;
       if (f) return f;
     } catch {
       // A missing library for one backend just means: try the next one.

@@ -1,19 +1,18 @@
 /**
- * One reader as the main thread sees it: a worker thread that loads a model
- * and serves ReaderApi, with readiness, in-flight accounting for balancing,
- * and restart with exponential backoff when the worker dies (not when it is
+ * One reader as the main thread sees it: a worker that loads a model and
+ * serves ReaderApi, with readiness, in-flight accounting for balancing, and
+ * restart with exponential backoff when the worker dies (not when it is
  * deleted). A model that fails to load is reported, not restarted in a loop:
- * load errors are configuration errors.
+ * load errors are configuration errors. The worker is a Node worker thread or
+ * a Web Worker (Deno), per transport.ts.
  */
-import { Worker } from 'node:worker_threads';
 import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
-import { RemoteReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
+import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
 import type { ReaderInfo } from '../../core/engine/reader_api.ts';
 import type { ReaderSpec } from './spec.ts';
+import { defaultTransport, unrefTimer, type WorkerHandle, type WorkerTransport } from './transport.ts';
 
 export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
-
-const ENTRY = new URL('./worker_boot.mjs', import.meta.url);
 
 export class ManagedReader {
   state: ReaderState = 'loading';
@@ -22,7 +21,7 @@ export class ManagedReader {
   /** Requests in flight (for least-loaded balancing). */
   inFlight = 0;
   restarts = 0;
-  private worker: Worker | null = null;
+  private worker: WorkerHandle | null = null;
   private stopping = false;
   private readyWaiters: (() => void)[] = [];
   readonly startedAt = Date.now();
@@ -30,6 +29,7 @@ export class ManagedReader {
   constructor(
     readonly readerId: string,
     readonly spec: ReaderSpec,
+    private readonly transport: WorkerTransport = defaultTransport(),
   ) {
     this.spawn();
   }
@@ -59,20 +59,11 @@ export class ManagedReader {
   }
 
   private spawn(): void {
-    const worker = new Worker(ENTRY, {
-      workerData: { readerId: this.readerId, spec: this.spec },
-      stdout: false,
-      stderr: false,
-    });
+    const worker = this.transport({ readerId: this.readerId, spec: this.spec });
     this.worker = worker;
-    const listeners: ((m: Msg) => void)[] = [];
-    const endpoint: Endpoint = {
-      post: (m) => worker.postMessage(m),
-      onMessage: (cb) => listeners.push(cb),
-    };
-    worker.on('message', (m: Msg) => {
+    worker.onMessage((m: Msg) => {
       if (m.kind === 'ready') {
-        this.api = new RemoteReader(endpoint, m.content as ReaderInfo);
+        this.api = new RemoteReader(worker, m.content as ReaderInfo);
         this.state = 'ready';
         this.error = null;
         this.settle();
@@ -82,12 +73,11 @@ export class ManagedReader {
         this.settle();
         void worker.terminate();
       }
-      for (const l of listeners) l(m);
     });
-    worker.on('error', (e) => {
+    worker.onError((e) => {
       this.error = { name: e.name, code: 'reader_crashed', message: e.message };
     });
-    worker.on('exit', () => {
+    worker.onExit(() => {
       this.api?.close(errorFromJSON({ name: 'UnavailableError', code: 'reader_crashed', message: `reader ${this.readerId} stopped` }));
       this.api = null;
       this.inFlight = 0;
@@ -100,12 +90,14 @@ export class ManagedReader {
       // Crashed after (or while) loading: restart with backoff, capped at 30 s.
       this.state = 'restarting';
       const delay = Math.min(30_000, 500 * 2 ** this.restarts++);
-      setTimeout(() => {
-        if (!this.stopping) {
-          this.state = 'loading';
-          this.spawn();
-        }
-      }, delay).unref();
+      unrefTimer(
+        setTimeout(() => {
+          if (!this.stopping) {
+            this.state = 'loading';
+            this.spawn();
+          }
+        }, delay),
+      );
     });
   }
 

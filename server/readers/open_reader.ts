@@ -1,0 +1,60 @@
+/**
+ * Opens one reader inside its worker: a GPU device, the model loaded from its
+ * path and the LocalReader that serves it. Shared by both worker entries (Node
+ * worker_threads and Web Workers) so a ReaderSpec loads the same way in both.
+ */
+import { constraintCompilerFor } from '../../core/engine/constraints.ts';
+import { LocalReader } from '../../core/engine/local_reader.ts';
+import { parsePageCacheSize } from '../../core/engine/sizes.ts';
+import { GpuContext } from '../../core/gpu/context.ts';
+import { loadDecoder } from '../../core/models/load.ts';
+import { openModelPath } from '../fs_source.ts';
+import type { ReaderSpec } from './spec.ts';
+
+/** What the main thread hands a reader worker. */
+export interface ReaderInit {
+  readerId: string;
+  spec: ReaderSpec;
+}
+
+/** GPU memory budget that `X%` page-cache sizes refer to (WebGPU exposes no memory size). */
+function memoryBudget(ctx: GpuContext): number {
+  const env = process.env.WEFT_GPU_MEMORY;
+  if (env && Number.isFinite(Number(env))) return Number(env);
+  return Math.min(ctx.gpu.limits.maxBufferSize * 4, 8 * 2 ** 30);
+}
+
+/**
+ * Loads `init.spec` on `backend` (default: the spec's, else `auto`). With
+ * `probe`, also generates one token, so the kernels of a plain request have
+ * been built and run on this device. The device is released if anything fails.
+ */
+export async function openReader({ readerId, spec }: ReaderInit, backend: string | undefined = spec.backend, opts: { probe?: boolean } = {}): Promise<LocalReader> {
+  const ctx = await GpuContext.create(backend ? { backend } : {});
+  try {
+    const ms = await openModelPath(spec.model);
+    const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;
+    const loaded = await loadDecoder(ctx, ms, {
+      ...(spec.dtype ? { dtype: spec.dtype } : {}),
+      ...(spec.maxSeqs ? { maxSeqs: spec.maxSeqs } : {}),
+      ...(spec.maxTokensPerStep ? { maxTokensPerStep: spec.maxTokensPerStep } : {}),
+      ...(spec.maxContext ? { maxContext: spec.maxContext } : {}),
+      ...(kvCacheBytes !== undefined ? { kvCacheBytes: Math.max(kvCacheBytes, 1) } : {}),
+      ...(spec.prefixCaching !== undefined ? { prefixCaching: spec.prefixCaching } : {}),
+    });
+    const reader = new LocalReader(
+      loaded,
+      { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend },
+      constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize),
+    );
+    if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;
+    return reader;
+  } catch (e) {
+    try {
+      ctx.destroy();
+    } catch {
+      // already lost: nothing to release
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * How the main thread runs a reader's worker, chosen by runtime: Node
+ * worker_threads (worker_boot.mjs registers tsx, then worker_entry.ts) or a
+ * module Web Worker (Deno, which has navigator.gpu inside workers:
+ * web_worker_entry.ts). ManagedReader sees one handle either way: the
+ * protocol endpoint (core/engine/protocol.ts), error and exit notifications,
+ * and terminate.
+ */
+import { Worker as NodeWorker } from 'node:worker_threads';
+import type { Endpoint, Msg } from '../../core/engine/protocol.ts';
+import type { ReaderInit } from './open_reader.ts';
+
+export type { ReaderInit };
+
+export interface WorkerHandle extends Endpoint {
+  onError(cb: (e: Error) => void): void;
+  /** Called once when the worker is gone (exited, crashed or terminated). */
+  onExit(cb: () => void): void;
+  terminate(): Promise<void>;
+}
+
+export type WorkerTransport = (init: ReaderInit) => WorkerHandle;
+
+/** A worker thread; the init travels as workerData. */
+export const nodeTransport: WorkerTransport = (init) => {
+  const worker = new NodeWorker(new URL('./worker_boot.mjs', import.meta.url), { workerData: init, stdout: false, stderr: false });
+  return {
+    post: (m) => worker.postMessage(m),
+    onMessage: (cb) => worker.on('message', (m: Msg) => cb(m)),
+    onError: (cb) => worker.on('error', cb),
+    onExit: (cb) => worker.on('exit', () => cb()),
+    terminate: async () => {
+      await worker.terminate();
+    },
+  };
+};
+
+/**
+ * A module Web Worker; the init is its first message. Web Workers have no
+ * exit event: an uncaught error is the worker's death (it is terminated and
+ * reported as an exit, so the manager restarts it), and `terminate` reports
+ * the exit itself.
+ */
+export const webTransport: WorkerTransport = (init) => {
+  const worker = new Worker(new URL('./web_worker_entry.ts', import.meta.url), { type: 'module', name: `weft-reader-${init.readerId}` });
+  const errorCbs: ((e: Error) => void)[] = [];
+  const exitCbs: (() => void)[] = [];
+  let exited = false;
+  const exit = (): void => {
+    if (exited) return;
+    exited = true;
+    worker.terminate();
+    for (const cb of exitCbs) cb();
+  };
+  worker.addEventListener('error', (ev) => {
+    ev.preventDefault(); // unhandled, a worker's error would take the whole process down (Deno)
+    const err = new Error(ev.message || 'reader worker error');
+    for (const cb of errorCbs) cb(err);
+    exit();
+  });
+  worker.postMessage({ init });
+  return {
+    post: (m) => worker.postMessage(m),
+    onMessage: (cb) => worker.addEventListener('message', (ev: MessageEvent<Msg>) => cb(ev.data)),
+    onError: (cb) => errorCbs.push(cb),
+    onExit: (cb) => exitCbs.push(cb),
+    terminate: async () => exit(),
+  };
+};
+
+/** Web Workers on Deno, worker threads on Node. */
+export function defaultTransport(): WorkerTransport {
+  return 'Deno' in globalThis ? webTransport : nodeTransport;
+}
+
+/** Lets a timer not keep the process alive (Node timers are objects, Deno's are ids). */
+export function unrefTimer(t: ReturnType<typeof setTimeout>): void {
+  if (typeof t === 'object' && t !== null && 'unref' in t) t.unref();
+  else (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno?.unrefTimer(t as unknown as number);
+}
