@@ -8,12 +8,10 @@
  * validation errors are JSON errors with a status, never a broken stream.
  */
 import { Hono, type Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
 import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
-import type { GenerationEvent } from '../../core/engine/engine.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
-import { errorBody } from '../http/errors.ts';
+import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 
@@ -64,13 +62,6 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
   };
 }
 
-type Done = Extract<GenerationEvent, { type: 'done' }>;
-
-const usageOf = (d: Done): { prompt_tokens: number; completion_tokens: number; cached_tokens: number } => ({
-  prompt_tokens: d.usage.promptTokens,
-  completion_tokens: d.usage.completionTokens,
-  cached_tokens: d.usage.cachedTokens,
-});
 
 export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   const app = new Hono();
@@ -96,36 +87,7 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   app.post('/generate_stream', async (c) => {
     const body = await parseBody(c, S.GenerateStreamBody, maxBody);
     const req = toGenerateRequest(body, body.text, svc.config.maxPromptStringBytes);
-    const id = svc.newRequestId();
-    const ac = new AbortController();
-    const signal = c.req.raw.signal;
-    signal.addEventListener('abort', () => ac.abort(), { once: true });
-    const { events, release } = await svc.startGeneration(body.consumer_group, { ...req, id }, ac.signal);
-    const it = events[Symbol.asyncIterator]();
-    // Pull the first event before committing to a stream: errors stay JSON errors.
-    let first: IteratorResult<GenerationEvent>;
-    try {
-      first = await it.next();
-    } catch (e) {
-      release();
-      throw e;
-    }
-    c.header('x-request-id', id);
-    return streamSSE(c, async (stream) => {
-      stream.onAbort(() => ac.abort());
-      try {
-        for (let r = first; !r.done; r = await it.next()) {
-          const ev = r.value;
-          if (ev.type === 'token') await stream.writeSSE({ data: JSON.stringify({ text: ev.text, token_id: ev.id }) });
-          else await stream.writeSSE({ event: 'done', data: JSON.stringify({ finish_reason: ev.finishReason, usage: usageOf(ev) }) });
-        }
-      } catch (e) {
-        await stream.writeSSE({ event: 'error', data: JSON.stringify(errorBody(e)) });
-      } finally {
-        ac.abort();
-        release();
-      }
-    });
+    return sseGeneration(c, svc, body.consumer_group, { ...req, id: svc.newRequestId() }, TAKEOFF_FRAMING);
   });
 
   spec.add({ method: 'post', path: '/tokenize/{reader_id}', summary: 'Tokenize text with a live reader', body: S.TokenizeBody, response: S.TokenizeResponse });

@@ -14,7 +14,7 @@
  * service-wide ones.
  */
 import { Hono, type Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import type { SSEStreamingApi } from 'hono/streaming';
 import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
 import type { GenerationEvent } from '../../core/engine/engine.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
@@ -22,6 +22,7 @@ import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { statusOf } from '../http/errors.ts';
+import { sseGeneration } from '../http/sse.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
 import { healthz } from './inference.ts';
@@ -132,40 +133,26 @@ interface Framing {
 
 /** Streams one generation as OpenAI SSE: `data: {chunk}` ... `data: [DONE]`; errors after the start as `data: {error}`. */
 async function sse(c: Context, svc: Service, group: string, req: GenerateRequest, id: string, includeUsage: boolean, f: Framing): Promise<Response> {
-  const ac = new AbortController();
-  c.req.raw.signal.addEventListener('abort', () => ac.abort(), { once: true });
-  const { events, release } = await svc.startGeneration(group, { ...req, id }, ac.signal);
-  const it = events[Symbol.asyncIterator]();
-  let first: IteratorResult<GenerationEvent>;
-  try {
-    first = await it.next(); // errors before the first event stay JSON errors with a status
-  } catch (e) {
-    release();
-    throw e;
-  }
-  c.header('x-request-id', id);
   const withUsage = (o: object): object => (includeUsage ? { ...o, usage: null } : o);
-  return streamSSE(c, async (stream) => {
-    stream.onAbort(() => ac.abort());
-    const send = (o: object): Promise<void> => stream.writeSSE({ data: JSON.stringify(o) });
-    try {
-      for (const o of f.opening()) await send(withUsage(o));
-      for (let r = first; !r.done; r = await it.next()) {
-        const ev = r.value;
-        if (ev.type === 'token') {
-          if (ev.text) await send(withUsage(f.token(ev.text)));
-        } else {
-          await send(withUsage(f.finish(ev)));
-          if (includeUsage) await send(f.usage(ev));
-        }
+  const send = (stream: SSEStreamingApi, o: object): Promise<void> => stream.writeSSE({ data: JSON.stringify(o) });
+  return sseGeneration(c, svc, group, { ...req, id }, {
+    async open(stream) {
+      for (const o of f.opening()) await send(stream, withUsage(o));
+    },
+    async event(stream, ev) {
+      if (ev.type === 'token') {
+        if (ev.text) await send(stream, withUsage(f.token(ev.text)));
+      } else {
+        await send(stream, withUsage(f.finish(ev)));
+        if (includeUsage) await send(stream, f.usage(ev));
       }
+    },
+    async close(stream) {
       await stream.writeSSE({ data: '[DONE]' });
-    } catch (e) {
-      await send(openaiError(e));
-    } finally {
-      ac.abort();
-      release();
-    }
+    },
+    async error(stream, e) {
+      await send(stream, openaiError(e));
+    },
   });
 }
 

@@ -8,23 +8,13 @@
  * forwards). Errors are the service's typed JSON errors.
  */
 import { Hono, type Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { InvalidRequestError } from '../../core/errors.ts';
-import type { GenerationEvent } from '../../core/engine/engine.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
-import { errorBody } from '../http/errors.ts';
+import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 import { toGenerateRequest } from './inference.ts';
-
-type Done = Extract<GenerationEvent, { type: 'done' }>;
-
-export const usageOf = (d: Done): z.output<typeof S.Usage> => ({
-  prompt_tokens: d.usage.promptTokens,
-  completion_tokens: d.usage.completionTokens,
-  cached_tokens: d.usage.cachedTokens,
-});
 
 const Ping = z.object({ status: z.enum(['ok', 'loading']) });
 
@@ -38,34 +28,7 @@ export function wantsStream(c: Context): boolean {
 async function streamGeneration(c: Context, svc: Service, body: z.output<typeof S.GenerateBody>): Promise<Response> {
   if (typeof body.text !== 'string') throw new InvalidRequestError('invalid_request', 'text: a stream takes a single prompt string', { field: 'text' });
   const req = toGenerateRequest(body, body.text, svc.config.maxPromptStringBytes);
-  const id = svc.newRequestId();
-  const ac = new AbortController();
-  c.req.raw.signal.addEventListener('abort', () => ac.abort(), { once: true });
-  const { events, release } = await svc.startGeneration(body.consumer_group, { ...req, id }, ac.signal);
-  const it = events[Symbol.asyncIterator]();
-  let first: IteratorResult<GenerationEvent>;
-  try {
-    first = await it.next(); // errors before the first event stay JSON errors with a status
-  } catch (e) {
-    release();
-    throw e;
-  }
-  c.header('x-request-id', id);
-  return streamSSE(c, async (stream) => {
-    stream.onAbort(() => ac.abort());
-    try {
-      for (let r = first; !r.done; r = await it.next()) {
-        const ev = r.value;
-        if (ev.type === 'token') await stream.writeSSE({ data: JSON.stringify({ text: ev.text, token_id: ev.id }) });
-        else await stream.writeSSE({ event: 'done', data: JSON.stringify({ finish_reason: ev.finishReason, usage: usageOf(ev) }) });
-      }
-    } catch (e) {
-      await stream.writeSSE({ event: 'error', data: JSON.stringify(errorBody(e)) });
-    } finally {
-      ac.abort();
-      release();
-    }
-  });
+  return sseGeneration(c, svc, body.consumer_group, { ...req, id: svc.newRequestId() }, TAKEOFF_FRAMING);
 }
 
 export function sagemakerApp(svc: Service): { app: Hono; spec: ApiSpec } {

@@ -20,7 +20,7 @@ import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 import { toGenerateRequest } from './inference.ts';
-import { usageOf } from './sagemaker.ts';
+import { usageOf } from '../http/sse.ts';
 
 type Env = Record<string, string | undefined>;
 
