@@ -9,6 +9,7 @@ import { Hono } from 'hono';
 import { NotFoundError } from '../../core/errors.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { errorBody, onError } from '../http/errors.ts';
+import { frontendOptions, frontendRoutes } from './frontend.ts';
 import type { Service } from '../service.ts';
 import { inferenceApp } from './inference.ts';
 import { managementApp } from './management.ts';
@@ -25,11 +26,16 @@ export interface Apps {
   vertex: Hono;
 }
 
-/** `pre`: routes mounted ahead of the shared auth (they carry their own, or are open probes). */
-function finish(app: Hono, svc: Service, keys: readonly string[], pre?: Hono): Hono {
+/**
+ * `pre`: routes mounted ahead of the shared auth (they carry their own, or are open probes).
+ * `ui`: serve the web app (under WEFT_FRONTEND_BASE_PATH) from this app; the page and CORS
+ * preflights carry no key, the API calls it makes do.
+ */
+function finish(app: Hono, svc: Service, keys: readonly string[], pre?: Hono, ui?: 'inference' | 'management'): Hono {
   const root = new Hono();
   root.onError(onError(svc.log));
   root.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
+  if (ui) frontendRoutes(root, frontendOptions(svc.config, ui));
   if (pre) root.route('/', pre);
   root.use('*', bearerAuth(keys));
   root.route('/', app);
@@ -45,8 +51,8 @@ export function buildApps(svc: Service): Apps {
   const oai = openaiApp(svc);
   const vx = vertexApp(svc);
   return {
-    inference: finish(inf.app, svc, keys, oai.v1),
-    management: finish(mgmt.app, svc, mkeys),
+    inference: finish(inf.app, svc, keys, oai.v1, 'inference'),
+    management: finish(mgmt.app, svc, mkeys, undefined, 'management'),
     openai: finish(oai.extras, svc, keys, oai.v1),
     sagemaker: finish(sagemakerApp(svc).app, svc, keys),
     vertex: finish(vx.app, svc, keys, vx.open),

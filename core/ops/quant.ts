@@ -1,0 +1,215 @@
+/**
+ * CPU-side weight packing for the matmul kernels (pure TypeScript, no GPU calls):
+ * f16/bf16 bit conversions, f16 packing two per u32 with rows padded to even length,
+ * GGUF Q8_0 / Q4_0 quantizers (bit-exact with ggml's reference quantizers) and
+ * repacking of raw GGUF blocks into the 4-byte aligned layout of core/gpu/tensor.ts:
+ *   q8_0: data = int8 quants, row-major [rows, cols] (1 byte each), scales [rows, cols/32] f32.
+ *   q4_0: data = 16 bytes per block (byte j: low nibble = element j, high = element j+16,
+ *         quant = nibble - 8), scales [rows, cols/32] f32.
+ * `dequantize` inverts all of these for references and tests.
+ */
+import type { GpuContext } from '../gpu/context.ts';
+import { QK, type DType, type Tensor } from '../gpu/tensor.ts';
+
+/** Quantized weight on the CPU: quants plus one f32 scale per 32-element block. */
+export interface QuantBlocks {
+  data: Uint8Array;
+  scales: Float32Array;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** f32 (JS number, rounded to f32 first) -> IEEE half bits, round-to-nearest-even. */
+export function f32ToF16(v: number): number {
+  f32[0] = v;
+  const x = u32[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  const mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 | (mant >>> 13) : 0); // inf / quiet NaN
+  const e = exp - 127 + 15; // biased half exponent
+  if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
+  if (e <= 0) {
+    // Half subnormal (or zero): value = m * 2^-24 with m = round(full mantissa >> shift).
+    if (e < -10) return sign; // below half of the smallest subnormal -> ±0
+    const full = mant | 0x800000;
+    const shift = 14 - e;
+    let h = full >>> shift;
+    const rem = full & ((1 << shift) - 1);
+    const half = 1 << (shift - 1);
+    if (rem > half || (rem === half && h & 1)) h++; // may carry into the smallest normal: still correct
+    return sign | h;
+  }
+  let h = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++; // a carry may round up to inf: correct
+  return sign | h;
+}
+
+/** IEEE half bits -> number (exact). */
+export function f16ToF32(h: number): number {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >>> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 0x1f) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+/** bfloat16 bits -> number (exact: the top half of an f32). */
+export function bf16ToF32(b: number): number {
+  u32[0] = (b & 0xffff) << 16;
+  return f32[0]!;
+}
+
+/** Packs [rows, cols] f32 into [rows, ceil(cols/2)] u32 of halves (element 2i low), zero padded. */
+export function packF16(src: Float32Array, rows: number, cols: number): Uint32Array {
+  const words = Math.ceil(cols / 2);
+  const out = new Uint32Array(rows * words);
+  for (let r = 0; r < rows; r++) {
+    for (let i = 0; i < words; i++) {
+      const k = 2 * i;
+      const lo = f32ToF16(src[r * cols + k]!);
+      const hi = k + 1 < cols ? f32ToF16(src[r * cols + k + 1]!) : 0;
+      out[r * words + i] = (lo | (hi << 16)) >>> 0;
+    }
+  }
+  return out;
+}
+
+function checkBlocks(cols: number, what: string): void {
+  if (cols % QK !== 0) throw new Error(`${what}: row length ${cols} is not a multiple of ${QK}`);
+}
+
+/** C roundf: half away from zero. */
+function roundf(v: number): number {
+  return v < 0 ? -Math.round(-v) : Math.round(v);
+}
+
+/** ggml quantize_row_q8_0_ref: d = amax/127 (stored as f16), q = roundf(x / d). */
+export function quantizeQ8_0(src: Float32Array, rows: number, cols: number): QuantBlocks {
+  checkBlocks(cols, 'quantizeQ8_0');
+  const nb = (rows * cols) / QK;
+  const data = new Uint8Array(rows * cols);
+  const scales = new Float32Array(nb);
+  const q = new Int8Array(data.buffer);
+  for (let b = 0; b < nb; b++) {
+    let amax = 0;
+    for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(src[b * QK + j]!));
+    const d = Math.fround(amax / 127);
+    const id = d ? Math.fround(1 / d) : 0;
+    scales[b] = f16ToF32(f32ToF16(d));
+    for (let j = 0; j < QK; j++) q[b * QK + j] = roundf(Math.fround(src[b * QK + j]! * id));
+  }
+  return { data, scales };
+}
+
+/** ggml quantize_row_q4_0_ref: d = (signed max-abs value) / -8 (f16), q = min(15, trunc(x/d + 8.5)). */
+export function quantizeQ4_0(src: Float32Array, rows: number, cols: number): QuantBlocks {
+  checkBlocks(cols, 'quantizeQ4_0');
+  const nb = (rows * cols) / QK;
+  const data = new Uint8Array(nb * (QK / 2));
+  const scales = new Float32Array(nb);
+  for (let b = 0; b < nb; b++) {
+    let amax = 0;
+    let max = 0;
+    for (let j = 0; j < QK; j++) {
+      const v = src[b * QK + j]!;
+      if (amax < Math.abs(v)) {
+        amax = Math.abs(v);
+        max = v;
+      }
+    }
+    const d = Math.fround(max / -8);
+    const id = d ? Math.fround(1 / d) : 0;
+    scales[b] = f16ToF32(f32ToF16(d));
+    const qi = (v: number): number => Math.min(15, Math.trunc(Math.fround(Math.fround(v * id) + 8.5)));
+    for (let j = 0; j < QK / 2; j++) {
+      data[b * 16 + j] = qi(src[b * QK + j]!) | (qi(src[b * QK + j + 16]!) << 4);
+    }
+  }
+  return { data, scales };
+}
+
+function repack(raw: Uint8Array, rows: number, cols: number, blockBytes: number, quantBytes: number, what: string): QuantBlocks {
+  checkBlocks(cols, what);
+  const nb = (rows * cols) / QK;
+  if (raw.byteLength < nb * blockBytes) throw new Error(`${what}: ${raw.byteLength} bytes, expected ${nb * blockBytes}`);
+  const data = new Uint8Array(nb * quantBytes);
+  const scales = new Float32Array(nb);
+  for (let b = 0; b < nb; b++) {
+    const o = b * blockBytes;
+    scales[b] = f16ToF32(raw[o]! | (raw[o + 1]! << 8));
+    data.set(raw.subarray(o + 2, o + 2 + quantBytes), b * quantBytes);
+  }
+  return { data, scales };
+}
+
+/** Raw GGUF Q8_0 blocks (f16 d + 32 int8 = 34 bytes) -> {data, scales}. */
+export function repackGgufQ8_0(raw: Uint8Array, rows: number, cols: number): QuantBlocks {
+  return repack(raw, rows, cols, 34, 32, 'repackGgufQ8_0');
+}
+
+/** Raw GGUF Q4_0 blocks (f16 d + 16 bytes of nibbles = 18 bytes) -> {data, scales}. */
+export function repackGgufQ4_0(raw: Uint8Array, rows: number, cols: number): QuantBlocks {
+  return repack(raw, rows, cols, 18, 16, 'repackGgufQ4_0');
+}
+
+/** Any weight encoding back to [rows, cols] f32 (each element f32(d * q) for quantized dtypes). */
+export function dequantize(dtype: DType, src: QuantBlocks | Uint32Array | Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(rows * cols);
+  if (dtype === 'f32') {
+    out.set((src as Float32Array).subarray(0, rows * cols));
+  } else if (dtype === 'f16') {
+    const p = src as Uint32Array;
+    const words = Math.ceil(cols / 2);
+    for (let r = 0; r < rows; r++) {
+      for (let k = 0; k < cols; k++) {
+        const word = p[r * words + (k >> 1)]!;
+        out[r * cols + k] = f16ToF32(k & 1 ? word >>> 16 : word & 0xffff);
+      }
+    }
+  } else if (dtype === 'q8_0' || dtype === 'q4_0') {
+    checkBlocks(cols, 'dequantize');
+    const { data, scales } = src as QuantBlocks;
+    const q8 = new Int8Array(data.buffer, data.byteOffset, data.byteLength);
+    for (let b = 0; b < (rows * cols) / QK; b++) {
+      const d = scales[b]!;
+      for (let j = 0; j < QK; j++) {
+        const q = dtype === 'q8_0' ? q8[b * QK + j]! : j < 16 ? (data[b * 16 + j]! & 15) - 8 : (data[b * 16 + j - 16]! >> 4) - 8;
+        out[b * QK + j] = d * q;
+      }
+    }
+  } else {
+    throw new Error(`dequantize: unsupported dtype ${dtype}`);
+  }
+  return out;
+}
+
+/** Encodes [rows, cols] f32 on the CPU, returning the packed form `dequantize` accepts. */
+export function encodeWeight(src: Float32Array, rows: number, cols: number, dtype: DType): QuantBlocks | Uint32Array | Float32Array {
+  switch (dtype) {
+    case 'f32':
+      return src;
+    case 'f16':
+      return packF16(src, rows, cols);
+    case 'q8_0':
+      return quantizeQ8_0(src, rows, cols);
+    case 'q4_0':
+      return quantizeQ4_0(src, rows, cols);
+    default:
+      throw new Error(`encodeWeight: unsupported weight dtype ${dtype}`);
+  }
+}
+
+/** Quantizes/packs on the CPU and uploads a [rows, cols] weight tensor (caller destroys its buffers). */
+export function uploadWeight(ctx: GpuContext, src: Float32Array, rows: number, cols: number, dtype: DType): Tensor {
+  return uploadEncoded(ctx, encodeWeight(src, rows, cols, dtype), rows, cols, dtype);
+}
+
+/** Uploads an already encoded weight (from `encodeWeight` or a GGUF repack). */
+export function uploadEncoded(ctx: GpuContext, enc: QuantBlocks | Uint32Array | Float32Array, rows: number, cols: number, dtype: DType): Tensor {
+  if ('scales' in enc) return ctx.tensor(enc.data, [rows, cols], dtype, enc.scales);
+  return ctx.tensor(enc, [rows, cols], dtype);
+}

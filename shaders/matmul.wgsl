@@ -1,0 +1,402 @@
+// Linear layer: y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]) (+ old y when accumulating),
+// f32 accumulation. W is f32, f16 (packed pairs, or native f16), q8_0 or q4_0 (repacked GGUF,
+// see core/gpu/tensor.ts). The gpu kernels read every format through wat(): chunk c = elements
+// 4c..4c+3 of a W row, dequantized to vec4<f32>; the cpu kernel has its own decoders.
+// Variants (PipelineKey defines):
+//   WDT  = f32 | f16 (unpack2x16float) | f16n (native f16, device has shader-f16) | q8_0 | q4_0
+//   VEC  = K % 4 == 0: x (and f32/f16 W) bound with vec4-sized elements; else guarded scalar loads.
+//   KIND = cpu:  no workgroup memory or barriers; each invocation owns MR rows × 8 columns
+//                (fast on SwiftShader / llvmpipe).
+//          gemv: (gpu, M <= 8) one workgroup of WG threads per 4 columns, K split across
+//                threads, two-level reduction in workgroup memory; MR >= M rows share W reads.
+//          tile: (gpu, M > 8) 32×32 output tile per 64-thread workgroup, K staged 8 at a time
+//                in workgroup memory, 4×4 outputs per thread.
+//   QBLK = (cpu, quantized) loop over whole 32-element blocks: one scale per block and column.
+//   MR, WG: rows per invocation / per workgroup; workgroup size.
+// Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y.
+// Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
+#if WDT == f16n
+enable f16;
+#endif
+
+const WG: u32 = {{WG}}u;
+const MR: u32 = {{MR}}u;  // rows per invocation (cpu) / per workgroup (gemv)
+
+@group(0) @binding(0) var<uniform> p: Params;
+#if VEC
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;     // [M, K/4]
+#else
+@group(0) @binding(1) var<storage, read> x: array<f32>;           // [M, K]
+#endif
+#if WDT == f32 && VEC
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;     // [N, K/4]
+#elif WDT == f32
+@group(0) @binding(2) var<storage, read> w: array<f32>;           // [N, K]
+#elif WDT == f16 && VEC
+@group(0) @binding(2) var<storage, read> w: array<vec2<u32>>;     // [N, K/4]: 4 halves per element
+#elif WDT == f16
+@group(0) @binding(2) var<storage, read> w: array<u32>;           // [N, ceil(K/2)]: 2 halves per u32
+#elif WDT == f16n && VEC
+@group(0) @binding(2) var<storage, read> w: array<vec4<f16>>;     // [N, K/4]
+#elif WDT == f16n
+@group(0) @binding(2) var<storage, read> w: array<f16>;           // [N, K rounded up to even]
+#else
+@group(0) @binding(2) var<storage, read> w: array<u32>;           // q8_0 [N, K/4] (4 int8 each) | q4_0 [N, K/8] (8 nibbles each)
+#endif
+#if WDT == q8_0 || WDT == q4_0
+@group(0) @binding(3) var<storage, read> ws: array<f32>;          // [N, K/32] block scales
+@group(0) @binding(4) var<storage, read> bias: array<f32>;        // [N] (dummy when flags bit 0 is clear)
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;     // [M, N]
+#else
+@group(0) @binding(3) var<storage, read> bias: array<f32>;        // [N] (dummy when flags bit 0 is clear)
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;     // [M, N]
+#endif
+
+// ---- element access: callers hoist row bases (xbase / wbase) out of their K loops ----
+
+// Base of x row m, in units of x's element type.
+fn xbase(m: u32) -> u32 {
+#if VEC
+  return m * (p.K / 4u);
+#else
+  return m * p.K;
+#endif
+}
+
+// x[row at base b, 4c..4c+3]; zero past K.
+fn xat(b: u32, c: u32) -> vec4<f32> {
+#if VEC
+  return x[b + c];
+#else
+  let k = 4u * c;
+  return vec4<f32>(select(0.0, x[b + k], k < p.K), select(0.0, x[b + k + 1u], k + 1u < p.K),
+                   select(0.0, x[b + k + 2u], k + 2u < p.K), select(0.0, x[b + k + 3u], k + 3u < p.K));
+#endif
+}
+
+// Base of W row n, in units of w's element type.
+fn wbase(n: u32) -> u32 {
+#if VEC && WDT != q4_0
+  return n * (p.K / 4u);
+#elif WDT == f32
+  return n * p.K;
+#elif WDT == f16
+  return n * ((p.K + 1u) / 2u);
+#elif WDT == f16n
+  return n * (p.K + (p.K & 1u));
+#else
+  return n * (p.K / 8u);
+#endif
+}
+
+// 8 nibbles of a q4_0 word -> 4 quants (shift 0: elements j..j+3; shift 4: elements j+16..j+19).
+fn q4(word: u32, shift: u32) -> vec4<f32> {
+  let v = (word >> shift) & 0x0F0F0F0Fu;
+  return vec4<f32>(vec4<u32>(v, v >> 8u, v >> 16u, v >> 24u) & vec4<u32>(0xFFu)) - 8.0;
+}
+
+// 4 int8 quants of a q8_0 word (byte i = element i).
+fn q8(word: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+
+// W[n, 4c..4c+3] as f32 (dequantized) for the row at base b = wbase(n); zero past K.
+fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
+#if WDT == f32 && VEC
+  return w[b + c];
+#elif WDT == f32
+  let k = 4u * c;
+  return vec4<f32>(select(0.0, w[b + k], k < p.K), select(0.0, w[b + k + 1u], k + 1u < p.K),
+                   select(0.0, w[b + k + 2u], k + 2u < p.K), select(0.0, w[b + k + 3u], k + 3u < p.K));
+#elif WDT == f16 && VEC
+  let q = w[b + c];
+  return vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
+#elif WDT == f16
+  // Row stride ceil(K/2) words; the padding half of an odd row is zero and x is zero there.
+  let i = 2u * c;
+  return vec4<f32>(unpack2x16float(w[b + i]), unpack2x16float(select(0u, w[b + i + 1u], i + 1u < (p.K + 1u) / 2u)));
+#elif WDT == f16n && VEC
+  return vec4<f32>(w[b + c]);
+#elif WDT == f16n
+  let k = 4u * c;
+  return vec4<f32>(select(0.0, f32(w[b + k]), k < p.K), select(0.0, f32(w[b + k + 1u]), k + 1u < p.K),
+                   select(0.0, f32(w[b + k + 2u]), k + 2u < p.K), select(0.0, f32(w[b + k + 3u]), k + 3u < p.K));
+#elif WDT == q8_0
+  return q8(w[b + c]) * ws[n * (p.K / 32u) + c / 8u];
+#else
+  let j = c % 8u;
+  return q4(w[b + (c / 8u) * 4u + (j & 3u)], select(0u, 4u, j >= 4u)) * ws[n * (p.K / 32u) + c / 8u];
+#endif
+}
+
+// Epilogue for y[m, n] = v (+ bias[n]) (+ old y[m, n]); out-of-range (m, n) are skipped.
+fn store(m: u32, n: u32, v: f32) {
+  if (m >= p.M || n >= p.N) { return; }
+  let o = m * p.N + n;
+  var r = v;
+  if ((p.flags & 1u) != 0u) { r += bias[n]; }
+  if ((p.flags & 2u) != 0u) { r += y[o]; }
+  y[o] = r;
+}
+
+fn storeRow(m: u32, n0: u32, v: vec4<f32>) {
+  store(m, n0, v.x);
+  store(m, n0 + 1u, v.y);
+  store(m, n0 + 2u, v.z);
+  store(m, n0 + 3u, v.w);
+}
+
+#if KIND == cpu
+// Register block: MR rows (1..4) × 8 columns (two quads a, b) per invocation. Accumulators are
+// mat4x4 columns (one per row) indexed by constants only: dynamically indexed function arrays
+// become per-lane memory traffic on CPU emulators. Each x chunk is loaded once for 8 columns.
+// Quant decoders leave bytes/nibbles in place, giving exact values times a power of two
+// (undone through the block scale or x) to save ALU work, which emulators pay per lane.
+
+const Q4_X = vec4<f32>(1.0, 0.00390625, 1.52587890625e-5, 5.9604644775390625e-8);  // 2^-8i
+const Q8_D: f32 = 5.9604644775390625e-8;  // 2^-24: q8 quants decoded × 2^24
+
+// x chunk c of the MR rows as matrix columns (unused rows: zero, folded away).
+fn xload(c: u32, xb: vec4<u32>) -> mat4x4<f32> {
+  let z = vec4<f32>(0.0);
+#if MR == 1
+  return mat4x4<f32>(xat(xb.x, c), z, z, z);
+#elif MR == 2
+  return mat4x4<f32>(xat(xb.x, c), xat(xb.y, c), z, z);
+#elif MR == 3
+  return mat4x4<f32>(xat(xb.x, c), xat(xb.y, c), xat(xb.z, c), z);
+#else
+  return mat4x4<f32>(xat(xb.x, c), xat(xb.y, c), xat(xb.z, c), xat(xb.w, c));
+#endif
+}
+
+fn xscale(X: mat4x4<f32>, s: vec4<f32>) -> mat4x4<f32> {
+  return mat4x4<f32>(X[0] * s, X[1] * s, X[2] * s, X[3] * s);
+}
+
+// a + Σ_k xk[k] · wt[k]  (wt[k] = the quad's 4 column weights at one k).
+fn fma4(a: vec4<f32>, xk: vec4<f32>, wt: mat4x4<f32>) -> vec4<f32> {
+  return fma(vec4<f32>(xk.w), wt[3], fma(vec4<f32>(xk.z), wt[2], fma(vec4<f32>(xk.y), wt[1], fma(vec4<f32>(xk.x), wt[0], a))));
+}
+
+// acc[i] += X[i] · wt for the MR rows (acc[i][j] = y[m0 + i, quad column j]).
+fn step(acc: mat4x4<f32>, wt: mat4x4<f32>, X: mat4x4<f32>) -> mat4x4<f32> {
+  var r = acc;
+  r[0] = fma4(r[0], X[0], wt);
+#if MR == 2 || MR == 3 || MR == 4
+  r[1] = fma4(r[1], X[1], wt);
+#endif
+#if MR == 3 || MR == 4
+  r[2] = fma4(r[2], X[2], wt);
+#endif
+#if MR == 4
+  r[3] = fma4(r[3], X[3], wt);
+#endif
+  return r;
+}
+
+// End of a quantized block: acc[i] = fma(part[i] - off[i], d, acc[i]) (d: the quad's scales).
+fn blockEnd(acc: mat4x4<f32>, part: mat4x4<f32>, off: vec4<f32>, d: vec4<f32>) -> mat4x4<f32> {
+  var r = acc;
+  r[0] = fma(part[0] - off.x, d, r[0]);
+#if MR == 2 || MR == 3 || MR == 4
+  r[1] = fma(part[1] - off.y, d, r[1]);
+#endif
+#if MR == 3 || MR == 4
+  r[2] = fma(part[2] - off.z, d, r[2]);
+#endif
+#if MR == 4
+  r[3] = fma(part[3] - off.w, d, r[3]);
+#endif
+  return r;
+}
+
+// 4 int8 quants × 2^24: each byte moved to the top of an i32 (no sign-extension shifts).
+fn q8t(wd: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(wd << 24u, wd << 16u, wd << 8u, wd) & vec4<u32>(0xFF000000u)));
+}
+
+// Nibble × 2^(8i) for byte i, nibbles left in place (shift 0: low nibbles, 4: high); the -8
+// offset is applied per block through Σx.
+fn q4t(wd: u32, shift: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(wd >> shift) & vec4<u32>(0xFu, 0xF00u, 0xF0000u, 0xF000000u)));
+}
+
+// The quad's weights at chunk c, transposed: [k][column] (float formats; f16 through
+// unpack2x16float: exact for subnormal halves, which a bit-placement trick would turn into
+// f32 denormals that SwiftShader flushes to zero, for ~13% more speed).
+fn wquad(c: u32, b: vec4<u32>, n: vec4<u32>) -> mat4x4<f32> {
+  return transpose(mat4x4<f32>(wat(b.x, c, n.x), wat(b.y, c, n.y), wat(b.z, c, n.z), wat(b.w, c, n.w)));
+}
+
+#if WDT == q8_0
+fn q8quad(c: u32, b: vec4<u32>) -> mat4x4<f32> {
+  return transpose(mat4x4<f32>(q8t(w[b.x + c]), q8t(w[b.y + c]), q8t(w[b.z + c]), q8t(w[b.w + c])));
+}
+#endif
+
+fn q4quad(q: vec4<u32>, shift: u32) -> mat4x4<f32> {
+  return transpose(mat4x4<f32>(q4t(q.x, shift), q4t(q.y, shift), q4t(q.z, shift), q4t(q.w, shift)));
+}
+
+fn wbases(n: vec4<u32>) -> vec4<u32> {
+  return vec4<u32>(wbase(n.x), wbase(n.y), wbase(n.z), wbase(n.w));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let t = (wid.x + wid.y * 65535u) * WG + lid;
+  let no = (p.N + 7u) / 8u;              // column octets
+  let m0 = (t / no) * MR;
+  let n0 = (t % no) * 8u;
+  if (m0 >= p.M) { return; }
+  // Clamped W rows / x rows: tails compute duplicates that store() drops.
+  let nl = vec4<u32>(p.N - 1u);
+  let na = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), nl);
+  let nb = min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), nl);
+  let ba = wbases(na);
+  let bb = wbases(nb);
+  let ml = p.M - 1u;
+  let xb = vec4<u32>(xbase(m0), xbase(min(m0 + 1u, ml)), xbase(min(m0 + 2u, ml)), xbase(min(m0 + 3u, ml)));
+  var acc = mat4x4<f32>();               // columns n0..n0+3
+  var acd = mat4x4<f32>();               // columns n0+4..n0+7
+#if QBLK
+  // Whole 32-element blocks: Σ q·x per block, then one scale per block and column.
+  let sb = p.K / 32u;
+  for (var blk = 0u; blk < sb; blk++) {
+    // Loop-local vars are zeroed explicitly: their zero-init is not re-run per iteration on SwiftShader.
+    var pa: mat4x4<f32>;
+    var pb: mat4x4<f32>;
+    pa = mat4x4<f32>();
+    pb = mat4x4<f32>();
+#if WDT == q8_0
+    for (var j = 0u; j < 8u; j++) {
+      let c = blk * 8u + j;
+      let X = xload(c, xb);
+      pa = step(pa, q8quad(c, ba), X);
+      pb = step(pb, q8quad(c, bb), X);
+    }
+    let off = vec4<f32>(0.0);
+    let ds = Q8_D;
+#else
+    var sx: mat4x4<f32>;                 // Σx over the block, per row (for the -8 offset)
+    sx = mat4x4<f32>();
+    for (var j = 0u; j < 4u; j++) {
+      let o = blk * 4u + j;
+      let Xl = xload(blk * 8u + j, xb);
+      let Xh = xload(blk * 8u + j + 4u, xb);
+      sx += Xl + Xh;
+      let Xls = xscale(Xl, Q4_X);
+      let Xhs = xscale(Xh, Q4_X);
+      let qa = vec4<u32>(w[ba.x + o], w[ba.y + o], w[ba.z + o], w[ba.w + o]);
+      let qb = vec4<u32>(w[bb.x + o], w[bb.y + o], w[bb.z + o], w[bb.w + o]);
+      pa = step(step(pa, q4quad(qa, 0u), Xls), q4quad(qa, 4u), Xhs);
+      pb = step(step(pb, q4quad(qb, 0u), Xls), q4quad(qb, 4u), Xhs);
+    }
+    let e = vec4<f32>(8.0);
+    let off = vec4<f32>(dot(sx[0], e), dot(sx[1], e), dot(sx[2], e), dot(sx[3], e));  // 8 Σx per row
+    let ds = 1.0;
+#endif
+    let da = vec4<f32>(ws[na.x * sb + blk], ws[na.y * sb + blk], ws[na.z * sb + blk], ws[na.w * sb + blk]) * ds;
+    let db = vec4<f32>(ws[nb.x * sb + blk], ws[nb.y * sb + blk], ws[nb.z * sb + blk], ws[nb.w * sb + blk]) * ds;
+    acc = blockEnd(acc, pa, off, da);
+    acd = blockEnd(acd, pb, off, db);
+  }
+#else
+  let nc = (p.K + 3u) / 4u;
+  for (var c = 0u; c < nc; c++) {
+    let X = xload(c, xb);
+    acc = step(acc, wquad(c, ba, na), X);
+    acd = step(acd, wquad(c, bb, nb), X);
+  }
+#endif
+  // Epilogue as a loop (dynamic indexing is fine once per invocation): unrolled, the 8·MR stores
+  // dominate SwiftShader's compile time.
+  var res = array<mat4x4<f32>, 2>(acc, acd);
+  for (var i = 0u; i < MR; i++) {
+    for (var h = 0u; h < 2u; h++) { storeRow(m0 + i, n0 + 4u * h, res[h][i]); }
+  }
+}
+#endif
+
+#if KIND == gemv
+// Workgroup arrays stay small: SwiftShader's compile time grows with their size (zero-init).
+var<workgroup> red: array<vec4<f32>, WG>;       // one row's WG partial sums, lanes = 4 columns
+var<workgroup> part: array<vec4<f32>, MR * 8u>; // [MR, 8] second-level partial sums
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n0 = (wid.x + wid.y * 65535u) * 4u;
+  if (n0 >= p.N) { return; }             // uniform per workgroup
+  let last = p.N - 1u;
+  let r0 = min(n0, last);
+  let r1 = min(n0 + 1u, last);
+  let r2 = min(n0 + 2u, last);
+  let r3 = min(n0 + 3u, last);
+  let w0 = wbase(r0);
+  let w1 = wbase(r1);
+  let w2 = wbase(r2);
+  let w3 = wbase(r3);
+  var acc: array<vec4<f32>, MR>;
+  let nc = (p.K + 3u) / 4u;
+  for (var c = lid; c < nc; c += WG) {   // adjacent threads read adjacent chunks of a W row
+    let wm = mat4x4<f32>(wat(w0, c, r0), wat(w1, c, r1), wat(w2, c, r2), wat(w3, c, r3));
+    for (var i = 0u; i < MR; i++) { acc[i] += xat(xbase(min(i, p.M - 1u)), c) * wm; }
+  }
+  // Two-level reduction, two barriers per row (CPU emulators pay dearly per barrier):
+  // WG partials -> 8 sums of WG/8 -> one sum.
+  for (var i = 0u; i < MR; i++) {
+    red[lid] = acc[i];
+    workgroupBarrier();
+    if (lid < 8u) {
+      var s = vec4<f32>(0.0);
+      for (var k = lid; k < WG; k += 8u) { s += red[k]; }
+      part[i * 8u + lid] = s;
+    }
+    workgroupBarrier();
+  }
+  if (lid < MR) {
+    var s = vec4<f32>(0.0);
+    for (var k = 0u; k < 8u; k++) { s += part[lid * 8u + k]; }
+    storeRow(lid, n0, s);
+  }
+}
+#endif
+
+#if KIND == tile
+// K staged 8 at a time; row stride 3 (not 2) vec4s so the 8 threads reading different rows hit
+// different banks. Kept small: SwiftShader's compile time grows with workgroup array size.
+var<workgroup> xt: array<vec4<f32>, 96>;  // [32 rows of x, 2 chunks (+1 pad)]
+var<workgroup> wt: array<vec4<f32>, 96>;  // [32 rows of W, 2 chunks (+1 pad)], dequantized
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tilesN = (p.N + 31u) / 32u;
+  let g = wid.x + wid.y * 65535u;
+  let m0 = (g / tilesN) * 32u;
+  let n0 = (g % tilesN) * 32u;
+  if (m0 >= p.M) { return; }             // uniform per workgroup
+  let tx = lid % 8u;                     // columns n0 + tx + 8j
+  let ty = lid / 8u;                     // rows m0 + ty + 8i
+  var acc: array<vec4<f32>, 4>;          // acc[i][j]
+  let nc = (p.K + 3u) / 4u;
+  for (var c0 = 0u; c0 < nc; c0 += 2u) {
+    // Thread lid stages chunk lid % 2 of tile row lid / 2 (consecutive threads: consecutive chunks).
+    let row = lid / 2u;
+    let kc = lid % 2u;
+    let c = c0 + kc;
+    let n = min(n0 + row, p.N - 1u);
+    xt[row * 3u + kc] = select(vec4<f32>(0.0), xat(xbase(min(m0 + row, p.M - 1u)), c), c < nc);
+    wt[row * 3u + kc] = select(vec4<f32>(0.0), wat(wbase(n), c, n), c < nc);
+    workgroupBarrier();
+    for (var kc = 0u; kc < 2u; kc++) {
+      let wm = mat4x4<f32>(wt[tx * 3u + kc], wt[(tx + 8u) * 3u + kc], wt[(tx + 16u) * 3u + kc], wt[(tx + 24u) * 3u + kc]);
+      for (var i = 0u; i < 4u; i++) { acc[i] += xt[(ty + 8u * i) * 3u + kc] * wm; }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    for (var j = 0u; j < 4u; j++) { store(m0 + ty + 8u * i, n0 + tx + 8u * j, acc[i][j]); }
+  }
+}
+#endif
