@@ -4,7 +4,12 @@
 // query head h uses kv head h / group. Online softmax in f32: running max m, sum l
 // and accumulator acc, rescaled by exp(m_old - m_new) when the max grows. The score
 // is qScale * q.k (SOFTCAP: softcap * tanh(that), qScale = scale / softcap).
-// All buffer offsets are in vec4 units (headDim and rowStride are multiples of 4).
+// qkv/out offsets are in vec4 units (headDim and rowStride are multiples of 4); a cache
+// row (slot, kv head) starts at (slot * kvHeads + kvh) * p.kvStride.
+// Q8=0: f32 cache rows of headDim/4 vec4s. Q8=1: rows of headDim/4 + 1 u32 words: int8
+//   codes packed 4 per word, then the row's f32 scale (core/ops/kv_write.ts). Reads
+//   dequantize on the fly: q.k = scaleK * (q . codes), and each V row's scale is folded
+//   into its softmax weight (the running sum l uses the unscaled weights).
 // Variants:
 //   SHARED=0 (CPU emulation): one invocation per (token, kv head, GC query heads of its
 //     group), no workgroup memory. Keys go in tiles of 8: each loaded K/V vec4 serves
@@ -15,8 +20,13 @@
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // [tokens, rowStride/4] (q heads at column 0)
+#if Q8
+@group(0) @binding(2) var<storage, read> cacheK: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
+@group(0) @binding(3) var<storage, read> cacheV: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
+#else
 @group(0) @binding(2) var<storage, read> cacheK: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
 @group(0) @binding(3) var<storage, read> cacheV: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
+#endif
 @group(0) @binding(4) var<storage, read> positions: array<u32>;        // [tokens] absolute positions
 @group(0) @binding(5) var<storage, read> tokenSeq: array<u32>;         // [tokens] sequence index
 @group(0) @binding(6) var<storage, read> blockTables: array<u32>;      // [seqs, maxBlocks] block ids
@@ -41,6 +51,21 @@ fn capped4(x: vec4<f32>) -> vec4<f32> {
 #endif
 }
 
+#if Q8
+// Four int8 codes of one word as f32 (byte b -> component b, sign-extended).
+fn codes(w: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+// Element vec4 d of the row starting at r (codes, not yet scaled), and the row's scale.
+fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
+fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd4]); }
+fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd4]); }
+#else
+fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
+#endif
+
 // First attended position for a token at `pos`.
 fn firstPos(pos: u32) -> u32 {
   if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
@@ -50,7 +75,10 @@ fn firstPos(pos: u32) -> u32 {
 #if SHARED
 var<workgroup> qs: array<vec4<f32>, 64>;  // q of this head, pre-scaled [headDim/4 <= 64]
 var<workgroup> ws: array<f32, WG>;        // per tile key: score, then weight
-var<workgroup> rows: array<u32, WG>;      // per tile key: vec4 index of its K/V row
+var<workgroup> rows: array<u32, WG>;      // per tile key: index of its K/V row
+#if Q8
+var<workgroup> vsc: array<f32, WG>;       // per tile key: scale of its V row
+#endif
 
 // Tiles of WG keys: thread i scores key j0 + i (full dot product), every thread reads
 // the tile max from workgroup memory, thread i turns its score into a weight, then
@@ -76,10 +104,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (lid < n) {
       let j = j0 + lid;
       let slot = blockTables[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
-      let kv = (slot * p.kvHeads + kvh) * p.hd4;
+      let kv = (slot * p.kvHeads + kvh) * p.kvStride;
       rows[lid] = kv;
       var dt = 0.0;
-      for (var d = 0u; d < p.hd4; d++) { dt += dot(qs[d], cacheK[kv + d]); }
+      for (var d = 0u; d < p.hd4; d++) { dt += dot(qs[d], ldK(kv, d)); }
+#if Q8
+      dt *= scK(kv);
+      vsc[lid] = scV(kv);
+#endif
       s = capped(dt);
     }
     ws[lid] = s;
@@ -96,7 +128,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = 0u; i < n; i++) {
       let w = ws[i];
       sum += w;
-      if (lid < p.hd4) { a += w * cacheV[rows[i] + lid]; }
+#if Q8
+      if (lid < p.hd4) { a += (w * vsc[i]) * ldV(rows[i], lid); }
+#else
+      if (lid < p.hd4) { a += w * ldV(rows[i], lid); }
+#endif
     }
     l = l * corr + sum;
     acc = acc * corr + a;
@@ -107,10 +143,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #else
 const GC: u32 = {{GC}}u;  // query heads per invocation (divides group, <= 8)
 
-// Cache row (vec4 index of element 0) of key position j for kv head kvh.
+// Cache row (index of its first vec4 / word) of key position j for kv head kvh.
 fn kvRow(bt: u32, j: u32, kvh: u32) -> u32 {
   let slot = blockTables[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
-  return (slot * p.kvHeads + kvh) * p.hd4;
+  return (slot * p.kvHeads + kvh) * p.kvStride;
 }
 
 // acc lives in `out` (this invocation's own GC heads) and q is read from qkv: large
@@ -155,25 +191,35 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       sb[g] = vec4<f32>(0.0);
     }
     for (var d = 0u; d < p.hd4; d++) {
-      let k0 = cacheK[r0 + d];
-      let k1 = cacheK[r1 + d];
-      let k2 = cacheK[r2 + d];
-      let k3 = cacheK[r3 + d];
-      let k4 = cacheK[r4 + d];
-      let k5 = cacheK[r5 + d];
-      let k6 = cacheK[r6 + d];
-      let k7 = cacheK[r7 + d];
+      let k0 = ldK(r0, d);
+      let k1 = ldK(r1, d);
+      let k2 = ldK(r2, d);
+      let k3 = ldK(r3, d);
+      let k4 = ldK(r4, d);
+      let k5 = ldK(r5, d);
+      let k6 = ldK(r6, d);
+      let k7 = ldK(r7, d);
       for (var g = 0u; g < GC; g++) {
         let qd = qkv[qBase + g * p.hd4 + d];
         sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
         sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
       }
     }
+#if Q8
+    // Per-key scales: K folds into the score multiplier, V into the weights.
+    let qa = p.qScale * vec4<f32>(scK(r0), scK(r1), scK(r2), scK(r3));
+    let qb = p.qScale * vec4<f32>(scK(r4), scK(r5), scK(r6), scK(r7));
+    let sva = vec4<f32>(scV(r0), scV(r1), scV(r2), scV(r3));
+    let svb = vec4<f32>(scV(r4), scV(r5), scV(r6), scV(r7));
+#else
+    let qa = vec4<f32>(p.qScale);
+    let qb = qa;
+#endif
     let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
     let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
     for (var g = 0u; g < GC; g++) {
-      let xa = select(vec4<f32>(NEG), capped4(sa[g] * p.qScale), va);
-      let xb = select(vec4<f32>(NEG), capped4(sb[g] * p.qScale), vb);
+      let xa = select(vec4<f32>(NEG), capped4(sa[g] * qa), va);
+      let xb = select(vec4<f32>(NEG), capped4(sb[g] * qb), vb);
       let mx = max(xa, xb);
       let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
       let corr = exp(m[g] - mt);
@@ -183,18 +229,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       l[g] = l[g] * corr + (ws.x + ws.y + ws.z + ws.w);
       m[g] = mt;
       cf[g] = corr;
+#if Q8
+      sa[g] = wa * sva;
+      sb[g] = wb * svb;
+#else
       sa[g] = wa;
       sb[g] = wb;
+#endif
     }
     for (var d = 0u; d < p.hd4; d++) {
-      let v0 = cacheV[r0 + d];
-      let v1 = cacheV[r1 + d];
-      let v2 = cacheV[r2 + d];
-      let v3 = cacheV[r3 + d];
-      let v4 = cacheV[r4 + d];
-      let v5 = cacheV[r5 + d];
-      let v6 = cacheV[r6 + d];
-      let v7 = cacheV[r7 + d];
+      let v0 = ldV(r0, d);
+      let v1 = ldV(r1, d);
+      let v2 = ldV(r2, d);
+      let v3 = ldV(r3, d);
+      let v4 = ldV(r4, d);
+      let v5 = ldV(r5, d);
+      let v6 = ldV(r6, d);
+      let v7 = ldV(r7, d);
       for (var g = 0u; g < GC; g++) {
         let wa = sa[g];
         let wb = sb[g];

@@ -111,6 +111,7 @@ export class LocalReader implements ReaderApi {
       kvBlocksFree: kv.freeBlocks,
       prefixHitTokens: kv.prefixHitTokens,
       computedTokens: engine.runner.computedTokens,
+      gpuBusyMs: engine.runner.ctx.stepTimer?.busyMs ?? null,
     };
   }
 }

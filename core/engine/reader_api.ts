@@ -1,9 +1,12 @@
 /**
- * The reader API: what a loaded generative model offers, as plain data in and
- * out, so the same interface is served in-process (LocalReader), across a
- * Node worker thread or a browser Web Worker (core/engine/protocol.ts), and
- * by the HTTP layer. Constraints travel as specs and are compiled where the
- * tokenizer lives.
+ * The reader API: what a loaded model offers, as plain data in and out, so the
+ * same interface is served in-process (LocalReader for decoders,
+ * LocalEncoderReader for encoders), across a Node worker thread or a browser
+ * Web Worker (core/engine/protocol.ts), and by the HTTP layer. Constraints
+ * travel as specs and are compiled where the tokenizer lives. Every reader
+ * serves the BaseReaderApi; generative readers add `generate` (ReaderApi),
+ * encoder readers embed / rerank / classify (EncoderReaderApi); `info().type`
+ * says which.
  */
 import { InvalidRequestError } from '../errors.ts';
 import type { SamplingParams } from '../sampling/params.ts';
@@ -48,16 +51,23 @@ export interface GenerateResponse {
   usage: Usage;
 }
 
+/** What a reader serves: text generation, embeddings (and bi-encoder rerank), or a classifier head (and cross-encoder rerank). */
+export type ReaderType = 'generate' | 'embed' | 'classify';
+
 export interface ReaderInfo {
   readerId: string;
   model: string;
-  type: 'generate' | 'embed' | 'classify';
+  type: ReaderType;
   device: string;
   backend: string;
   architecture: string;
   contextLength: number;
   vocabSize: number;
   hasChatTemplate: boolean;
+  /** Encoders: width of embedding vectors. */
+  dims?: number;
+  /** Encoders with a classifier head: class names by index. */
+  labels?: string[];
 }
 
 export interface ReaderStats {
@@ -67,12 +77,13 @@ export interface ReaderStats {
   kvBlocksFree: number;
   prefixHitTokens: number;
   computedTokens: number;
+  /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */
+  gpuBusyMs?: number | null;
 }
 
-/** The operations every generative reader serves, whatever the transport. */
-export interface ReaderApi {
+/** The operations every reader serves, whatever its type and transport. */
+export interface BaseReaderApi {
   info(): ReaderInfo;
-  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
   cancel(id: string): Promise<boolean>;
   tokenize(text: string, opts?: { addSpecialTokens?: boolean }): Promise<{ ids: number[]; tokens: string[] }>;
   detokenize(ids: number[], opts?: { skipSpecialTokens?: boolean }): Promise<string>;
@@ -81,6 +92,53 @@ export interface ReaderApi {
   modelConfig(): Promise<unknown>;
   stats(): Promise<ReaderStats>;
 }
+
+/** The operations every generative reader serves, whatever the transport. */
+export interface ReaderApi extends BaseReaderApi {
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerationEvent>;
+}
+
+/** One encoder input: a text, or a (text, text) pair for cross-encoders. */
+export type EncoderInput = string | [string, string];
+
+/** Per call; `signal` stays on its side of a transport (RemoteReader forwards aborts as `cancel`). */
+export interface EncoderCallOptions {
+  signal?: AbortSignal;
+}
+
+export interface EmbedResult {
+  /** One vector per text, in input order. */
+  vectors: number[][];
+  dims: number;
+  /** Per text: tokens were dropped to fit the model's limit. */
+  truncated: boolean[];
+  /** Per text: tokens run through the model, specials included. */
+  tokens: number[];
+}
+
+export interface RerankResult {
+  /** Relevance per document, in input order. */
+  scores: number[];
+  /** Every document, best first (ties: lower index first). */
+  ranking: { index: number; score: number }[];
+}
+
+export interface ClassifyResult {
+  label: string;
+  score: number;
+  scores: Record<string, number>;
+}
+
+/** The operations an encoder reader serves (embedding models, classifiers, cross-encoders). */
+export interface EncoderReaderApi extends BaseReaderApi {
+  /** `normalize`: true forces L2 normalization, false skips a Normalize module, absent = the model's own pipeline. */
+  embed(texts: string[], opts?: EncoderCallOptions & { normalize?: boolean }): Promise<EmbedResult>;
+  rerank(query: string, documents: string[], opts?: EncoderCallOptions): Promise<RerankResult>;
+  classify(inputs: EncoderInput[], opts?: EncoderCallOptions): Promise<ClassifyResult[]>;
+}
+
+/** Any reader. */
+export type AnyReaderApi = ReaderApi | EncoderReaderApi;
 
 /** Compiles a constraint request into a fresh per-request TokenConstraint. */
 export type ConstraintCompiler = (c: ConstraintRequest) => TokenConstraint;

@@ -44,6 +44,7 @@ export class Runner {
   ) {
     const R = model.geo.maxSeqs;
     this.out = ctx.scratch([R], 'u32');
+    ctx.timeSteps(); // GPU busy time for metrics, where the adapter has timestamp queries
     this.maskWords = Math.ceil(model.cfg.vocabSize / 32);
   }
 

@@ -9,6 +9,7 @@ import { createGpu, type Gpu, type GpuOptions } from './device.ts';
 import { PipelineCache } from './pipelines.ts';
 import { Profiler } from './profiler.ts';
 import { Recorder } from './recorder.ts';
+import { StepTimer } from './step_timer.ts';
 import { byteLength, type DType, type Tensor } from './tensor.ts';
 import { defaultVariant, type Variant } from '../ops/variant.ts';
 
@@ -24,6 +25,8 @@ export class GpuContext {
   variant: Variant;
   /** When set, every dispatch is timed (see profiler.ts). */
   profiler: Profiler | null = null;
+  /** When set, each step's GPU time is measured (see step_timer.ts). */
+  stepTimer: StepTimer | null = null;
 
   constructor(readonly gpu: Gpu) {
     this.pipelines = new PipelineCache(gpu.device);
@@ -50,6 +53,12 @@ export class GpuContext {
     if (!this.gpu.caps.timestamps) return null;
     this.profiler ??= new Profiler(this.device);
     return this.profiler;
+  }
+
+  /** Turns on per-step GPU busy time (a no-op without timestamp queries); returns the timer. */
+  timeSteps(): StepTimer | null {
+    if (this.gpu.caps.timestamps) this.stepTimer ??= new StepTimer(this.device);
+    return this.stepTimer;
   }
 
   stopProfiling(): void {

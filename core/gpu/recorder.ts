@@ -30,6 +30,8 @@ export class Recorder {
   /** With a profiler: the kernel label of each timed pass, in order. */
   private readonly timed: string[] = [];
   private readonly profiler: Profiler | null;
+  /** True once this step's first pass carries the step timer's timestamps. */
+  private stepTimed = false;
 
   constructor(readonly ctx: GpuContext) {
     this.encoder = ctx.device.createCommandEncoder();
@@ -51,7 +53,13 @@ export class Recorder {
       });
       return this.pass;
     }
-    this.pass ??= this.encoder.beginComputePass();
+    if (!this.pass) {
+      const timer = this.ctx.stepTimer;
+      if (timer && !this.profiler && !this.stepTimed) {
+        this.stepTimed = true;
+        this.pass = this.encoder.beginComputePass({ timestampWrites: { querySet: timer.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+      } else this.pass = this.encoder.beginComputePass();
+    }
     return this.pass;
   }
 
@@ -136,10 +144,12 @@ export class Recorder {
     this.endPass();
     const { device } = this.ctx;
     if (this.profiler && this.timed.length) this.profiler.resolve(this.encoder, this.timed);
+    const timerRead = this.stepTimed ? this.ctx.stepTimer!.resolve(this.encoder) : null;
     if (this.used > 0) device.queue.writeBuffer(this.arena, 0, this.stage, 0, this.used);
     releaseStaging(this.ctx, this.stage);
     device.queue.submit([this.encoder.finish()]);
     for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
+    if (timerRead) this.ctx.stepTimer!.collect(timerRead);
     if (this.profiler && this.timed.length) void this.profiler.collect();
     for (const r of this.reads) {
       r.staging.mapAsync(0x0001).then(

@@ -5,7 +5,9 @@
  *
  * Geometry defaults: KV blocks of 16 tokens; the pool size comes from
  * `kvCacheBytes` (default: enough for `maxSeqs` full-context sequences, capped
- * at 256 MiB), so `WEFT_PAGE_CACHE_SIZE` maps straight onto it.
+ * at 256 MiB), so `WEFT_PAGE_CACHE_SIZE` maps straight onto it. The block
+ * count for that budget uses the real bytes per token of the KV dtype
+ * (`kvCacheDtype: 'q8'` holds ~4x the tokens of f32 at realistic head sizes).
  */
 import { Engine } from '../engine/engine.ts';
 import { KvCacheManager } from '../engine/kv_cache.ts';
@@ -14,6 +16,7 @@ import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type Gen
 import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
+import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { openGgufWeights } from './gguf_weights.ts';
@@ -35,6 +38,8 @@ export interface LoadOptions {
   kvCacheBytes?: number;
   blockSize?: number;
   prefixCaching?: boolean;
+  /** KV-cache storage (default f32): q8 = int8 with one f32 scale per (token, kv head), see core/ops/kv_write.ts. */
+  kvCacheDtype?: KvDtype;
 }
 
 export interface LoadedDecoder {
@@ -84,8 +89,9 @@ function hfStyleConfig(c: DecoderConfig): Record<string, unknown> {
   };
 }
 
-export function kvBytesPerToken(cfg: DecoderConfig): number {
-  return 2 * cfg.layers * cfg.kvHeads * cfg.headDim * 4;
+/** KV-cache bytes per token over all layers, K and V, for the cache dtype. */
+export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): number {
+  return cfg.layers * kvBytesPerTokenLayer(cfg.kvHeads, cfg.headDim, kvDtype);
 }
 
 export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
@@ -117,7 +123,9 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const maxContext = Math.min(opts.maxContext ?? cfg.maxPositions, cfg.maxPositions);
   const maxSeqs = opts.maxSeqs ?? 16;
   const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
-  const perBlock = kvBytesPerToken(cfg) * blockSize;
+  const kvDtype = opts.kvCacheDtype ?? 'f32';
+  if (kvDtype === 'q8' && cfg.headDim % 4 !== 0) throw new Error(`kvCacheDtype q8 needs headDim % 4 == 0 (got ${cfg.headDim})`);
+  const perBlock = kvBytesPerToken(cfg, kvDtype) * blockSize;
   const wanted = opts.kvCacheBytes ?? Math.min(256 * 2 ** 20, maxSeqs * maxBlocksPerSeq * perBlock);
   const numBlocks = Math.max(maxBlocksPerSeq, Math.floor(wanted / perBlock));
   const geometry: StepGeometry = {
@@ -128,7 +136,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     maxBlocksPerSeq,
   };
   const w = await loadLlamaWeights(ctx, cfg, weights, opts.dtype ?? 'auto');
-  const model = new LlamaModel(ctx, cfg, w, geometry);
+  const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype);
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
   const runner = new Runner(ctx, model, kv);
   const eosIds = [...new Set([...generation.eosTokenIds, ...cfg.eosTokenIds, ...tokenizer.eosIds])];

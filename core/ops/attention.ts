@@ -3,8 +3,9 @@
  * (continuous batching: one step mixes prompt chunks, which may start mid-
  * sequence, with single decode tokens). q comes straight from the fused
  * `qkv [tokens, rowStride]` rows (q heads at column 0, already rotated); keys and
- * values come from `cacheK` / `cacheV` `[numBlocks * blockSize, kvHeads, headDim]`
- * f32, where kvWrite has already stored this step's own k/v. Token t attends to
+ * values come from `cacheK` / `cacheV` (f32 `[numBlocks * blockSize, kvHeads, headDim]`,
+ * or q8 rows of int8 codes + an f32 scale, dequantized on read: layouts in
+ * kv_write.ts), where kvWrite has already stored this step's own k/v. Token t attends to
  * positions lo..positions[t] of sequence tokenSeq[t] through its block table,
  * lo = max(0, pos + 1 - window). Online softmax, f32 accumulation; optional
  * Gemma-2 tanh soft-capping and Mistral sliding window. `out [tokens, qHeads * headDim]`
@@ -19,6 +20,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
+import { kvRowWords, type KvDtype } from './kv_write.ts';
 import type { Variant } from './variant.ts';
 
 export interface AttentionOptions {
@@ -38,6 +40,8 @@ export interface AttentionOptions {
   softcap?: number;
   /** Sliding window (Mistral): attend only to positions > pos - window. */
   window?: number;
+  /** Cache storage (default f32), as written by kvWrite / ropeKvWrite. */
+  kvDtype?: KvDtype;
   variant?: Variant;
 }
 
@@ -50,6 +54,7 @@ const layout = uniformLayout([
   ['rowStride4', 'u32'], // qkv row stride in vec4s
   ['blockSize', 'u32'], // slots per block
   ['maxBlocks', 'u32'], // blockTables columns
+  ['kvStride', 'u32'], // cache row (slot, kv head) stride: vec4s (f32) or u32 words (q8)
   ['window', 'u32'], // positions; 0 = unlimited
   ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
   ['softcap', 'f32'],
@@ -83,6 +88,7 @@ export async function attention(
   const group = qHeads / kvHeads;
   const scale = opts.scale ?? 1 / Math.sqrt(headDim);
   const softcap = opts.softcap ?? 0;
+  const q8 = opts.kvDtype === 'q8';
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const GC = divisorAtMost(group, CPU_MAX_GC);
   if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);
@@ -90,7 +96,7 @@ export async function attention(
   const WG = shared ? 64 : 4;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
-    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0 } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0 },
+    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8 } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8 },
     layout,
   });
   const params = {
@@ -102,6 +108,7 @@ export async function attention(
     rowStride4: rowStride / 4,
     blockSize,
     maxBlocks: maxBlocksPerSeq,
+    kvStride: q8 ? kvRowWords(headDim, 'q8') : hd4,
     window: opts.window ?? 0,
     qScale: softcap > 0 ? scale / softcap : scale,
     softcap,

@@ -1,12 +1,22 @@
 /**
- * Paged KV-cache write: copies each token's k and v heads out of the fused
- * `qkv [tokens, rowStride]` f32 rows into `cacheK` / `cacheV`
- * `[numBlocks * blockSize, kvHeads, headDim]` f32 at `slots[t]` (u32, computed by
- * the scheduler as blockTables[seq][pos / blockSize] * blockSize + pos % blockSize).
+ * Paged KV-cache write: stores each token's k and v heads out of the fused
+ * `qkv [tokens, rowStride]` f32 rows into `cacheK` / `cacheV` at `slots[t]` (u32,
+ * computed by the scheduler as blockTables[seq][pos / blockSize] * blockSize +
+ * pos % blockSize).
  * Why a separate op: attention then reads every key, the step's own included,
  * from one paged layout, so prefill chunks and decode tokens share one kernel.
  * Slot 0xffffffff skips the token (padding). headDim and rowStride must be
  * multiples of 4 (vec4 copies). Reference: kv_write.ref.ts.
+ *
+ * Cache layouts (`kvDtype`), per layer, one buffer for K and one for V:
+ *   f32 — `[numSlots, kvHeads, headDim]` f32.
+ *   q8  — `[numSlots, kvHeads, headDim/4 + 1]` u32 (a "row" per (slot, kv head)):
+ *         words 0..headDim/4-1 hold the int8 codes, four per word, element 4i+b
+ *         in byte b (two's complement, as WGSL pack4xI8); the last word is the
+ *         row's f32 scale (bit pattern). Symmetric absmax quantization per row:
+ *         scale = absmax * f32(1/127) (0 for an all-zero row),
+ *         code = round_half_even(x / scale) in [-127, 127], x ≈ code * scale.
+ *         hd + 4 bytes per (token, kv head) instead of 4 hd: 3.9x smaller at hd 128.
  */
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -17,6 +27,20 @@ import type { Variant } from './variant.ts';
 /** Slot value that makes kvWrite skip a token. */
 export const NO_SLOT = 0xffffffff;
 
+/** KV-cache storage: f32, or int8 with one f32 scale per (slot, kv head) row. */
+export type KvDtype = 'f32' | 'q8';
+export const KV_DTYPES: readonly KvDtype[] = ['f32', 'q8'];
+
+/** u32 words per (slot, kv head) row of a cache of this dtype. */
+export function kvRowWords(headDim: number, dtype: KvDtype): number {
+  return dtype === 'q8' ? headDim / 4 + 1 : headDim;
+}
+
+/** Bytes of K plus V per token per layer. */
+export function kvBytesPerTokenLayer(kvHeads: number, headDim: number, dtype: KvDtype): number {
+  return 2 * kvHeads * kvRowWords(headDim, dtype) * 4;
+}
+
 export interface KvWriteOptions {
   tokens: number;
   qHeads: number;
@@ -24,6 +48,8 @@ export interface KvWriteOptions {
   headDim: number;
   /** Elements between consecutive token rows of qkv. */
   rowStride: number;
+  /** Cache storage (default f32); see the layouts above. */
+  kvDtype?: KvDtype;
   variant?: Variant;
 }
 
@@ -41,15 +67,18 @@ export async function kvWrite(rec: Recorder, qkv: Tensor, slots: Tensor, cacheK:
   if (headDim % 4 !== 0 || rowStride % 4 !== 0) throw new Error(`kvWrite: headDim (${headDim}) and rowStride (${rowStride}) must be multiples of 4`);
   if ((qHeads + 2 * kvHeads) * headDim > rowStride) throw new Error('kvWrite: q, k and v heads exceed rowStride');
   if (tokens === 0) return;
+  const q8 = opts.kvDtype === 'q8';
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const WG = shared ? 64 : 8;
-  const kernel = await rec.ctx.pipelines.get({ shader: 'kv_write', defines: { WG, SHARED: shared }, layout });
+  const kernel = await rec.ctx.pipelines.get({ shader: 'kv_write', defines: { WG, SHARED: shared, Q8: q8 }, layout });
   const hd4 = headDim / 4;
-  const n = tokens * kvHeads * (shared ? hd4 : 1);
+  // f32: gpu = one thread per vec4, cpu = one invocation per (token, kv head).
+  // q8: gpu = one workgroup per (token, kv head) (the absmax is a reduction), cpu as f32.
+  const groups = shared ? (q8 ? tokens * kvHeads : ceilDiv(tokens * kvHeads * hd4, WG)) : ceilDiv(tokens * kvHeads, WG);
   rec.dispatch(
     kernel,
     { tokens, kvHeads, hd4, rowStride4: rowStride / 4, kOff4: qHeads * hd4, vOff4: (qHeads + kvHeads) * hd4 },
     [qkv, slots, cacheK, cacheV],
-    grid1d(ceilDiv(n, WG)),
+    grid1d(groups),
   );
 }

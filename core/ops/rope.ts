@@ -77,7 +77,7 @@ function freqKey(o: RopeFreqOptions): string {
 /** Uploaded inverse-frequency tensors, per context per options key (tiny, kept for the context's life). */
 const freqCache = new WeakMap<GpuContext, Map<string, Tensor>>();
 
-function invFreqTensor(ctx: GpuContext, o: RopeFreqOptions): Tensor {
+export function invFreqTensor(ctx: GpuContext, o: RopeFreqOptions): Tensor {
   let m = freqCache.get(ctx);
   if (!m) freqCache.set(ctx, (m = new Map()));
   const key = freqKey(o);
@@ -89,7 +89,8 @@ function invFreqTensor(ctx: GpuContext, o: RopeFreqOptions): Tensor {
   return t;
 }
 
-const layout = uniformLayout([
+/** Params of shaders/rope.wgsl (also used by rope_kv_write.ts). */
+export const ropeLayout = uniformLayout([
   ['tokens', 'u32'],
   ['heads', 'u32'], // q + k heads rotated per row
   ['qHeads', 'u32'],
@@ -99,10 +100,16 @@ const layout = uniformLayout([
   ['eps', 'f32'],
 ] as const);
 
+/** Throws unless rotaryDim is even and within headDim; returns it. */
+export function checkRotaryDim(opts: Pick<RopeOptions, 'headDim' | 'rotaryDim'>, op: string): number {
+  const rot = opts.rotaryDim ?? opts.headDim;
+  if (rot % 2 !== 0 || rot > opts.headDim || rot <= 0) throw new Error(`${op}: rotaryDim ${rot} must be even and in (0, headDim=${opts.headDim}]`);
+  return rot;
+}
+
 export async function rope(rec: Recorder, qkv: Tensor, positions: Tensor, opts: RopeOptions): Promise<void> {
   const { tokens, qHeads, kHeads, headDim, rowStride } = opts;
-  const rot = opts.rotaryDim ?? headDim;
-  if (rot % 2 !== 0 || rot > headDim || rot <= 0) throw new Error(`rope: rotaryDim ${rot} must be even and in (0, headDim=${headDim}]`);
+  const rot = checkRotaryDim(opts, 'rope');
   if ((qHeads + kHeads) * headDim > rowStride) throw new Error('rope: q and k heads exceed rowStride');
   if (tokens === 0) return;
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
@@ -110,7 +117,7 @@ export async function rope(rec: Recorder, qkv: Tensor, positions: Tensor, opts: 
   const kernel = await rec.ctx.pipelines.get({
     shader: 'rope',
     defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm },
-    layout,
+    layout: ropeLayout,
   });
   const heads = qHeads + kHeads;
   const buffers = [qkv, positions, invFreqTensor(rec.ctx, opts)];

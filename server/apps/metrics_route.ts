@@ -8,12 +8,25 @@ import { gauge } from '../metrics.ts';
 import type { Service } from '../service.ts';
 
 export function metricsRoute(app: Hono, svc: Service): void {
+  /** Previous scrape's GPU busy total per reader, for utilization over the scrape interval. */
+  const lastBusy = new Map<string, { ms: number; at: number }>();
   app.get('/metrics', async (c) => {
     const readers = svc.readers.all();
     const stats = await Promise.all(readers.map(async (r) => ({ r, s: r.ready && r.api ? await r.api.stats().catch(() => null) : null })));
     const lbl = (id: string, group: string): Record<string, string> => ({ reader_id: id, consumer_group: group });
     const per = (f: (s: NonNullable<(typeof stats)[number]['s']>) => number): [Record<string, string>, number][] =>
       stats.filter((x) => x.s).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), f(x.s!)]);
+    const utilization = (): [Record<string, string>, number][] => {
+      const now = performance.now();
+      const out: [Record<string, string>, number][] = [];
+      for (const { r, s } of stats) {
+        if (!s || s.gpuBusyMs === null || s.gpuBusyMs === undefined) continue;
+        const prev = lastBusy.get(r.readerId);
+        lastBusy.set(r.readerId, { ms: s.gpuBusyMs, at: now });
+        if (prev && now > prev.at) out.push([lbl(r.readerId, r.spec.consumerGroup), Math.min(1, Math.max(0, (s.gpuBusyMs - prev.ms) / (now - prev.at)))]);
+      }
+      return out;
+    };
     const body =
       svc.metrics.render() +
       gauge('weft_reader_ready', '1 when the reader finished loading.', readers.map((r) => [lbl(r.readerId, r.spec.consumerGroup), r.ready ? 1 : 0])) +
@@ -23,6 +36,8 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_kv_blocks_total', 'KV-cache blocks in the pool.', per((s) => s.kvBlocksTotal)) +
       gauge('weft_prefix_cache_hit_tokens', 'Prompt tokens served from the prefix cache.', per((s) => s.prefixHitTokens)) +
       gauge('weft_computed_tokens', 'Tokens run through the model.', per((s) => s.computedTokens)) +
+      gauge('weft_gpu_busy_seconds_total', 'GPU time spent in engine steps (timestamp queries; absent where unsupported).', per((s) => (s.gpuBusyMs ?? NaN) / 1000).filter(([, v]) => !Number.isNaN(v))) +
+      gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +
       gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]);
     return c.text(body, 200, { 'content-type': 'text/plain; version=0.0.4' });
   });

@@ -2,13 +2,17 @@
  * Opens one reader inside its worker: a GPU device, the model loaded from its
  * path and the LocalReader that serves it. Shared by both worker entries (Node
  * worker_threads and Web Workers) so a ReaderSpec loads the same way in both.
+ * Encoder models (embedding, classification) load as a LocalEncoderReader
+ * instead (detected from config.json, or the spec's `type`: open_encoder.ts).
  */
 import { constraintCompilerFor } from '../../core/engine/constraints.ts';
+import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { loadDecoder } from '../../core/models/load.ts';
 import { openModelPath } from '../fs_source.ts';
+import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
 
 /** What the main thread hands a reader worker. */
@@ -29,10 +33,12 @@ function memoryBudget(ctx: GpuContext): number {
  * `probe`, also generates one token, so the kernels of a plain request have
  * been built and run on this device. The device is released if anything fails.
  */
-export async function openReader({ readerId, spec }: ReaderInit, backend: string | undefined = spec.backend, opts: { probe?: boolean } = {}): Promise<LocalReader> {
+export async function openReader({ readerId, spec }: ReaderInit, backend: string | undefined = spec.backend, opts: { probe?: boolean } = {}): Promise<LocalReader | LocalEncoderReader> {
   const ctx = await GpuContext.create(backend ? { backend } : {});
   try {
     const ms = await openModelPath(spec.model);
+    const type = await readerTypeOf(ms, spec.type);
+    if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;
     const loaded = await loadDecoder(ctx, ms, {
       ...(spec.dtype ? { dtype: spec.dtype } : {}),
@@ -41,6 +47,7 @@ export async function openReader({ readerId, spec }: ReaderInit, backend: string
       ...(spec.maxContext ? { maxContext: spec.maxContext } : {}),
       ...(kvCacheBytes !== undefined ? { kvCacheBytes: Math.max(kvCacheBytes, 1) } : {}),
       ...(spec.prefixCaching !== undefined ? { prefixCaching: spec.prefixCaching } : {}),
+      ...(spec.kvCacheDtype ? { kvCacheDtype: spec.kvCacheDtype } : {}),
     });
     const reader = new LocalReader(
       loaded,

@@ -19,11 +19,20 @@ export interface ReaderSpec {
   /** KV-cache pool: bytes, or `X%` of the GPU memory budget. */
   pageCacheSize?: string | number;
   prefixCaching?: boolean;
+  /** KV-cache storage (`f32` by default; `q8` = int8 + per-(token, kv head) scales, ~4x the tokens per byte). */
+  kvCacheDtype?: 'f32' | 'q8';
   /** Explicit id; generated when absent. */
   readerId?: string;
+  /** What the reader serves; absent = detected from the model (server/readers/open_encoder.ts). */
+  type?: 'generate' | 'embed' | 'classify';
+  /** Encoders: longest wait of a partial batch, ms (default 5). `maxSeqs` (max_batch_size) is their inputs per batch. */
+  batchDurationMillis?: number;
 }
 
+const READER_TYPES = ['generate', 'embed', 'classify'] as const;
+
 const DTYPES = ['auto', 'f32', 'f16', 'q8_0', 'q4_0'] as const;
+const KV_CACHE_DTYPES = ['f32', 'q8'] as const;
 
 function intOpt(o: Record<string, unknown>, snake: string, camel: string, min: number, max: number): number | undefined {
   const v = o[snake] ?? o[camel];
@@ -50,6 +59,10 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (dtype !== undefined && !(DTYPES as readonly string[]).includes(dtype)) {
     throw new InvalidRequestError('invalid_reader_config', `dtype must be one of ${DTYPES.join(', ')}`, { field: 'dtype' });
   }
+  const kvCacheDtype = str('kv_cache_dtype', 'kvCacheDtype');
+  if (kvCacheDtype !== undefined && !(KV_CACHE_DTYPES as readonly string[]).includes(kvCacheDtype)) {
+    throw new InvalidRequestError('invalid_reader_config', `kv_cache_dtype must be one of ${KV_CACHE_DTYPES.join(', ')}`, { field: 'kv_cache_dtype' });
+  }
   const group = str('consumer_group', 'consumerGroup') ?? 'primary';
   if (!/^[\w.-]{1,64}$/.test(group)) throw new InvalidRequestError('invalid_reader_config', 'consumer_group must match [A-Za-z0-9_.-]{1,64}', { field: 'consumer_group' });
   const readerId = str('reader_id', 'readerId');
@@ -72,6 +85,14 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (ctxLen) spec.maxContext = ctxLen;
   if (pcs !== undefined) spec.pageCacheSize = pcs as string | number;
   if (prefix !== undefined) spec.prefixCaching = prefix as boolean;
+  if (kvCacheDtype) spec.kvCacheDtype = kvCacheDtype as ReaderSpec['kvCacheDtype'];
   if (readerId) spec.readerId = readerId;
+  const type = str('type', 'type');
+  if (type !== undefined && !(READER_TYPES as readonly string[]).includes(type)) {
+    throw new InvalidRequestError('invalid_reader_config', `type must be one of ${READER_TYPES.join(', ')}`, { field: 'type' });
+  }
+  if (type) spec.type = type as ReaderSpec['type'];
+  const wait = intOpt(o, 'batch_duration_millis', 'batchDurationMillis', 0, 60_000);
+  if (wait !== undefined) spec.batchDurationMillis = wait;
   return spec;
 }

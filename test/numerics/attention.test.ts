@@ -5,12 +5,16 @@
  * ratios 1..8, hd 8..256, soft-capping, sliding window and a custom scale.
  * Unused cache slots and unused block-table entries point at NaN, so any read
  * outside a token's causal range poisons the output and fails the check.
+ * Both cache dtypes: q8 history rows are quantized by the reference, unused q8
+ * rows have NaN scales; the q8 reference attends over the GPU's own caches
+ * (read back after the step, dequantized), so the check isolates attention's
+ * on-the-fly dequantization from kv_write's rounding (tested in kv_write.test.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { attention } from '../../core/ops/attention.ts';
 import { attentionRef } from '../../core/ops/attention.ref.ts';
-import { kvWrite } from '../../core/ops/kv_write.ts';
-import { kvWriteRef } from '../../core/ops/kv_write.ref.ts';
+import { kvRowWords, kvWrite, type KvDtype } from '../../core/ops/kv_write.ts';
+import { dequantKvRef, kvWriteRef, quantizeRowQ8 } from '../../core/ops/kv_write.ref.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, rng, TOL_F32 } from '../helpers/gpu.ts';
 
 interface Case {
@@ -39,6 +43,19 @@ const CASES: Case[] = [
   { name: 'hd 256, G 2', hd: 256, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 20, n: 1 }, { past: 5, n: 2 }] },
   { name: 'long decode, hd 128, G 4', hd: 128, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 700, n: 1 }, { past: 300, n: 1 }, { past: 0, n: 3 }] },
 ];
+
+/** A q8 cache in the GPU layout from an f32 one: rows quantized, all-NaN rows get NaN words (NaN scale). */
+function quantizeCache(f: Float32Array, hd: number): Uint32Array {
+  const R = kvRowWords(hd, 'q8');
+  const rows = f.length / hd;
+  const out = new Uint32Array(rows * R);
+  for (let r = 0; r < rows; r++) {
+    const x = f.subarray(r * hd, (r + 1) * hd);
+    if (Number.isNaN(x[0])) out.fill(0x7fc00000, r * R, (r + 1) * R);
+    else quantizeRowQ8(x, out, r * R);
+  }
+  return out;
+}
 
 /** Builds one step: paged cache with history, block tables, per-token metadata. */
 function makeStep(c: Case, seed: number) {
@@ -94,11 +111,12 @@ function makeStep(c: Case, seed: number) {
 }
 
 describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant) => {
-  it.each(CASES)('$name', async (c) => {
+  it.each(CASES.flatMap((c) => (['f32', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
     const ctx = await gpuFor(backend);
     const st = makeStep(c, c.hd * 31 + c.nH);
     const { T, rowStride } = st;
-    const shape = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride, tokens: T };
+    const shape = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride, tokens: T, kvDtype: c.kvDtype };
+    const q8 = c.kvDtype === 'q8';
     const aopts = {
       ...shape,
       blockSize: c.bs,
@@ -108,8 +126,8 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
       ...(c.window !== undefined ? { window: c.window } : {}),
     };
     const tq = ctx.tensor(st.qkv, [T, rowStride], 'f32');
-    const tk = ctx.tensor(st.cacheK, [st.cacheK.length], 'f32');
-    const tv = ctx.tensor(st.cacheV, [st.cacheV.length], 'f32');
+    const tk = q8 ? ctx.tensor(quantizeCache(st.cacheK, c.hd), [(st.cacheK.length / c.hd) * kvRowWords(c.hd, 'q8')], 'u32') : ctx.tensor(st.cacheK, [st.cacheK.length], 'f32');
+    const tv = q8 ? ctx.tensor(quantizeCache(st.cacheV, c.hd), [(st.cacheV.length / c.hd) * kvRowWords(c.hd, 'q8')], 'u32') : ctx.tensor(st.cacheV, [st.cacheV.length], 'f32');
     const tpos = ctx.tensor(st.positions, [T], 'u32');
     const tseq = ctx.tensor(st.tokenSeq, [T], 'u32');
     const tslot = ctx.tensor(st.slots, [T], 'u32');
@@ -120,9 +138,14 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
     await attention(rec, tq, tk, tv, tpos, tseq, tbt, tout, { ...aopts, variant });
     expect(rec.dispatches).toBe(2);
     const got = rec.readback(tout);
+    const gk = q8 ? rec.readback(tk) : null;
+    const gv = q8 ? rec.readback(tv) : null;
     rec.submit();
 
-    kvWriteRef(st.qkv, st.slots, st.cacheK, st.cacheV, shape);
+    if (q8) {
+      st.cacheK = dequantKvRef(new Uint32Array(await gk!), c.hd);
+      st.cacheV = dequantKvRef(new Uint32Array(await gv!), c.hd);
+    } else kvWriteRef(st.qkv, st.slots, st.cacheK, st.cacheV, shape);
     const want = attentionRef(st.qkv, st.cacheK, st.cacheV, st.positions, st.tokenSeq, st.tables, aopts);
     assertClose(new Float32Array(await got), want, TOL_F32);
     ctx.free(tout);

@@ -4,10 +4,14 @@
  * requested rows. Nothing here submits or reads back; the runner does both,
  * once per step.
  *
- * Per layer: rms_norm, fused qkv matmul (+bias), rope (+ Qwen3 q/k norms),
- * kv_write, paged attention, o-proj matmul accumulating into the residual,
- * rms_norm, fused gate/up matmul, gated activation, down-proj matmul
- * accumulating into the residual — 10 dispatches.
+ * Per layer: rms_norm, fused qkv matmul (+bias), rope_kv_write (rope + Qwen3
+ * q/k norms + the paged KV-cache store, one dispatch), paged attention, o-proj
+ * matmul accumulating into the residual, rms_norm, fused gate/up matmul, gated
+ * activation, down-proj matmul accumulating into the residual — 9 dispatches.
+ *
+ * The KV cache is f32 or q8 (`kvDtype`; int8 rows with one f32 scale per
+ * (slot, kv head), layouts in core/ops/kv_write.ts): rope_kv_write quantizes
+ * on store, attention dequantizes on read.
  */
 import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
@@ -17,10 +21,10 @@ import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
-import { kvWrite } from '../../ops/kv_write.ts';
+import { kvRowWords, type KvDtype } from '../../ops/kv_write.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
-import { rope } from '../../ops/rope.ts';
+import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
 import type { StepGeometry, StepInputs } from '../step.ts';
 import type { LlamaWeights } from './weights.ts';
 
@@ -47,6 +51,7 @@ export class LlamaModel {
     readonly cfg: DecoderConfig,
     readonly weights: LlamaWeights,
     readonly geo: StepGeometry,
+    readonly kvDtype: KvDtype = 'f32',
   ) {
     const { device } = ctx;
     const align = ctx.gpu.limits.minStorageBufferOffsetAlignment;
@@ -84,12 +89,15 @@ export class LlamaModel {
       logits: f32(geo.maxSeqs * c.vocabSize, 'logits'),
     };
     const slots = geo.numBlocks * geo.blockSize;
-    const kvShape = [slots, c.kvHeads, c.headDim];
+    // f32: [slots, kvHeads, headDim] f32; q8: [slots, kvHeads, headDim/4 + 1] u32 (codes, scale).
+    const row = kvRowWords(c.headDim, kvDtype);
+    const kvShape = [slots, c.kvHeads, row];
+    const dtype = kvDtype === 'q8' ? 'u32' : 'f32';
     for (let l = 0; l < c.layers; l++) {
-      this.cacheK.push({ buffer: f32(slots * c.kvHeads * c.headDim, `k${l}`), offset: 0, shape: kvShape, dtype: 'f32' });
-      this.cacheV.push({ buffer: f32(slots * c.kvHeads * c.headDim, `v${l}`), offset: 0, shape: kvShape, dtype: 'f32' });
+      this.cacheK.push({ buffer: f32(slots * c.kvHeads * row, `k${l}`), offset: 0, shape: kvShape, dtype });
+      this.cacheV.push({ buffer: f32(slots * c.kvHeads * row, `v${l}`), offset: 0, shape: kvShape, dtype });
     }
-    this.kvBytes = 2 * c.layers * slots * c.kvHeads * c.headDim * 4;
+    this.kvBytes = 2 * c.layers * slots * c.kvHeads * row * 4;
   }
 
   private view(name: keyof LlamaModel['sections'], n: number): Tensor {
@@ -134,25 +142,21 @@ export class LlamaModel {
     const att = this.act('att', [T, c.heads * c.headDim]);
     const gu = this.act('gu', [T, 2 * c.intermediateSize]);
     const a = this.act('act', [T, c.intermediateSize]);
-    const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols };
+    const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols, kvDtype: this.kvDtype };
+    const slots = this.view('slots', T);
 
     await embedding(rec, this.view('tokens', T), w.embed, x);
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
       await matmul(rec, h, L.qkv, qkv);
-      await rope(rec, qkv, positions, {
-        tokens: T,
-        qHeads: c.heads,
-        kHeads: c.kvHeads,
-        headDim: c.headDim,
-        rowStride: this.qkvCols,
+      await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
+        ...heads,
         theta: c.ropeTheta,
         style: 'half',
         ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
         ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
       });
-      await kvWrite(rec, qkv, this.view('slots', T), this.cacheK[l]!, this.cacheV[l]!, heads);
       await attention(rec, qkv, this.cacheK[l]!, this.cacheV[l]!, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, {
         ...heads,
         blockSize: this.geo.blockSize,
