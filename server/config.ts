@@ -28,6 +28,10 @@ export interface ServiceConfig {
   /** Bound on one prompt string, bytes. */
   maxPromptStringBytes: number;
   pageCacheSize: string | null;
+  /** Readers' batch size when their entry sets none (generative: sequences per step; encoders: inputs per batch); null = per model. */
+  maxBatchSize: number | null;
+  /** Encoder readers' longest wait before a partial batch runs, ms, when their entry sets none; null = 5. */
+  batchDurationMillis: number | null;
   assistantName: string | null;
   logDisableTimestamps: boolean;
   noColor: boolean;
@@ -56,6 +60,8 @@ export const DEFAULTS: ServiceConfig = {
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
   pageCacheSize: null,
+  maxBatchSize: null,
+  batchDurationMillis: null,
   assistantName: null,
   logDisableTimestamps: false,
   noColor: false,
@@ -68,7 +74,7 @@ export const DEFAULTS: ServiceConfig = {
   backend: 'auto',
 };
 
-type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'array';
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array';
 const KEYS: Record<keyof ServiceConfig, Kind> = {
   host: 'string',
   port: 'int',
@@ -82,6 +88,8 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',
   pageCacheSize: 'nullable',
+  maxBatchSize: 'nullable_int',
+  batchDurationMillis: 'nullable_int',
   assistantName: 'nullable',
   logDisableTimestamps: 'bool',
   noColor: 'bool',
@@ -116,6 +124,8 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
       const n = typeof v === 'string' ? Number(v) : v;
       return typeof n === 'number' && Number.isInteger(n) && n >= 0 ? n : bad('a non-negative integer');
     }
+    case 'nullable_int':
+      return v === null || v === '' ? null : coerce(key, 'int', v);
     case 'bytes':
       return typeof v === 'number' || typeof v === 'string' ? parseBytes(v, snake(key)) : bad('a size like 30KB');
     case 'bool':
@@ -173,6 +183,12 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   }
   Object.assign(cfg, src.overrides ?? {});
   const out = cfg as unknown as ServiceConfig;
+  const range = (key: 'maxBatchSize' | 'batchDurationMillis', min: number, max: number): void => {
+    const v = out[key];
+    if (v !== null && (v < min || v > max)) throw new InvalidRequestError('invalid_config', `config ${snake(key)}: expected an integer in [${min}, ${max}], got ${v}`, { key: snake(key) });
+  };
+  range('maxBatchSize', 1, 256);
+  range('batchDurationMillis', 0, 60_000);
   if (out.assistantName) {
     // Refused, not ignored: a user who sets a draft model must not silently get none.
     throw new InvalidRequestError('unsupported_setting', 'assistant_name (speculative decoding) is not supported by this version', { key: 'assistant_name' });

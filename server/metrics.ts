@@ -65,6 +65,9 @@ export class Metrics {
   readonly ttft = new Histogram('weft_time_to_first_token_seconds', 'Time from admission to the first token.', [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
   readonly tps = new Histogram('weft_request_tokens_per_second', 'Per-request decode speed (tokens after the first / time since the first).', [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500]);
   readonly latency = new Histogram('weft_request_duration_seconds', 'Request duration.', [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]);
+  readonly encoderRequests = new Counter('weft_encoder_requests_total', 'Encoder requests (embed, rerank, classify) finished.');
+  readonly encoderInputs = new Counter('weft_encoder_inputs_total', 'Texts sent to encoder readers (pair members and rerank queries included).');
+  readonly encoderLatency = new Histogram('weft_encoder_request_duration_seconds', 'Encoder request duration.', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);
   /** The most recent per-request figures, for the dashboard (bounded). */
   readonly recent: { at: number; tokens: number; tokensPerSecond: number; ttft: number; finishReason: string }[] = [];
   private lastCpu = process.cpuUsage();
@@ -81,6 +84,12 @@ export class Metrics {
     if (tps > 0) this.tps.observe(tps);
     this.recent.push({ at: Date.now(), tokens: n, tokensPerSecond: tps, ttft: firstAt ? (firstAt - started) / 1000 : 0, finishReason: ev.finishReason });
     if (this.recent.length > 256) this.recent.shift();
+  }
+
+  encoderFinished(inputs: number, seconds: number): void {
+    this.encoderRequests.inc();
+    this.encoderInputs.inc(inputs);
+    this.encoderLatency.observe(seconds);
   }
 
   /** Fraction of one core used by this process since the last call. */
@@ -104,6 +113,6 @@ export class Metrics {
   }
 
   render(): string {
-    return [this.requests, this.rejected, this.tokens, this.promptTokens, this.ttft, this.tps, this.latency].map((m) => m.render()).join('') + this.renderProcess();
+    return [this.requests, this.rejected, this.tokens, this.promptTokens, this.ttft, this.tps, this.latency, this.encoderRequests, this.encoderInputs, this.encoderLatency].map((m) => m.render()).join('') + this.renderProcess();
   }
 }

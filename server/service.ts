@@ -1,18 +1,21 @@
 /**
  * The service core shared by every HTTP app: configuration, the reader
  * manager, the registry of requests in flight (for cancel-by-id), the memory
- * bound on queued work (WEFT_KVSTORE_MAX_MEMORY) and the logger.
+ * bound on queued work (WEFT_KVSTORE_MAX_MEMORY) and the logger. Generation
+ * goes through startGeneration (generative readers only); embed / rerank /
+ * classify through runEncoder (encoder readers), with the same admission,
+ * balancing and cancellation.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CancelledError, UnavailableError } from '../core/errors.ts';
 import type { GenerationEvent } from '../core/engine/engine.ts';
-import type { GenerateRequest } from '../core/engine/reader_api.ts';
+import type { EncoderReaderApi, GenerateRequest, ReaderType } from '../core/engine/reader_api.ts';
 import type { ServiceConfig } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
-import { parseReaderSpec } from './readers/spec.ts';
+import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
@@ -40,15 +43,27 @@ export class Service {
   /** Starts the readers named by the configuration. */
   startConfiguredReaders(): void {
     if (this.config.model) {
-      this.readers.start({
-        model: this.config.model,
-        consumerGroup: this.config.consumerGroup,
-        readerId: 'primary-0',
-        ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
-        ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
-      });
+      this.readers.start(
+        this.withReaderDefaults({
+          model: this.config.model,
+          consumerGroup: this.config.consumerGroup,
+          readerId: 'primary-0',
+          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
+          ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
+        }),
+      );
     }
-    for (const raw of this.config.readers) this.readers.start(parseReaderSpec(raw, { model: this.config.model }));
+    for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+  }
+
+  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */
+  withReaderDefaults(spec: ReaderSpec): ReaderSpec {
+    const { maxBatchSize, batchDurationMillis } = this.config;
+    return {
+      ...spec,
+      ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
+      ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
+    };
   }
 
   newRequestId(): string {
@@ -66,7 +81,7 @@ export class Service {
       this.metrics.rejected.inc();
       throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
     }
-    const reader = this.readers.pick(group ?? this.config.consumerGroup);
+    const reader = this.readers.pick(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' });
     const id = req.id ?? this.newRequestId();
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
@@ -117,6 +132,47 @@ export class Service {
       throw new CancelledError();
     } finally {
       release();
+    }
+  }
+
+  /**
+   * Runs one encoder call (embed, rerank, classify) on the least-loaded ready
+   * reader of `group` whose type is one of `types` (else 400
+   * `wrong_reader_type`). The call's inputs count against the queued-work
+   * bound; `id` makes it cancellable through POST /cancel/{id}, and `signal`
+   * (the client going away) cancels it too.
+   */
+  async runEncoder<T>(
+    group: string | undefined,
+    need: { types: readonly ReaderType[]; what: string },
+    texts: readonly string[],
+    signal: AbortSignal,
+    call: (api: EncoderReaderApi, signal: AbortSignal) => Promise<T>,
+    id: string = this.newRequestId(),
+  ): Promise<T> {
+    if (signal.aborted) throw new CancelledError();
+    const bytes = 1024 + texts.reduce((a, t) => a + t.length * 2 + 8192, 0); // inputs, plus room for each output
+    if (this.reservedBytes + bytes > this.config.kvstoreMaxMemory) {
+      this.metrics.rejected.inc();
+      throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
+    }
+    const reader = this.readers.pick(group ?? this.config.consumerGroup, need);
+    const ac = new AbortController();
+    const onAbort = (): void => ac.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.reservedBytes += bytes;
+    reader.inFlight++;
+    this.inFlight.set(id, { reader, ac });
+    const started = performance.now();
+    try {
+      const out = await call(reader.api!, ac.signal);
+      this.metrics.encoderFinished(texts.length, (performance.now() - started) / 1000);
+      return out;
+    } finally {
+      this.reservedBytes -= bytes;
+      reader.inFlight = Math.max(0, reader.inFlight - 1);
+      this.inFlight.delete(id);
+      signal.removeEventListener('abort', onAbort);
     }
   }
 

@@ -1,6 +1,7 @@
 /**
  * The inference app (port 3000): generate, generate_stream (SSE), tokenize,
- * detokenize, chat_template, cancel, status and healthz.
+ * detokenize, chat_template, cancel, status and healthz; embed, classify and
+ * rerank for encoder readers (encoders.ts).
  *
  * Every response carries `x-request-id`; `POST /cancel/{request_id}` stops
  * that request at the engine's next step, and so does a client that
@@ -14,6 +15,7 @@ import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
+import { encoderRoutes } from './encoders.ts';
 
 const DEFAULT_MAX_NEW_TOKENS = 128;
 
@@ -65,7 +67,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
 
 export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   const app = new Hono();
-  const spec = new ApiSpec('Weft inference API', 'Text generation, tokenization and request control.', svc.version);
+  const spec = new ApiSpec('Weft inference API', 'Text generation, embeddings, classification, reranking, tokenization and request control.', svc.version);
   const maxBody = Math.max(svc.config.maxPromptStringBytes * 64 + 65536, 1 << 20);
 
   spec.add({ method: 'post', path: '/generate', summary: 'Generate text for one prompt or a list of prompts', body: S.GenerateBody, response: S.GenerateResponse });
@@ -113,6 +115,8 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
     });
     return c.json({ text });
   });
+
+  encoderRoutes(app, spec, svc, maxBody);
 
   spec.add({ method: 'post', path: '/cancel/{request_id}', summary: 'Cancel a request by the id from its x-request-id header', response: S.CancelResponse });
   app.post('/cancel/:request_id', async (c) => {

@@ -35,7 +35,7 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({ method: 'put', path: '/models', summary: 'Start a reader from a configuration (201 with its id; loads in the background)', body: S.ReaderSpecBody, response: ReaderSummary });
   app.put('/models', async (c) => {
     const body = await parseBody(c, S.ReaderSpecBody, 1 << 16);
-    const r = svc.readers.start(parseReaderSpec(body, { model: svc.config.model }));
+    const r = svc.readers.start(svc.withReaderDefaults(parseReaderSpec(body, { model: svc.config.model })));
     svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup });
     return c.json(svc.readers.summary(r), 201);
   });

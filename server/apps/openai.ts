@@ -1,8 +1,9 @@
 /**
  * The OpenAI-compatible layer: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models(/{id}) and POST /v1/embeddings (always 404 until embedding
- * readers exist). Mounted on the inference app and served alone on
- * `openai_port` (3003), so OpenAI clients work with baseURL `.../v1`.
+ * GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
+ * a generative group is 400 wrong_reader_type, as chat on an embedding group
+ * is). Mounted on the inference app and served alone on `openai_port` (3003),
+ * so OpenAI clients work with baseURL `.../v1`.
  *
  * `model` names a consumer group or a reader id (which selects that reader's
  * group). Chat messages are rendered by the reader with the model's own chat
@@ -22,6 +23,7 @@ import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { statusOf } from '../http/errors.ts';
+import { checkTextBytes } from './encoders.ts';
 import { sseGeneration } from '../http/sse.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
@@ -39,7 +41,8 @@ export function openaiError(e: unknown): { error: { message: string; type: strin
   const status = statusOf(e);
   const type = status === 401 ? 'authentication_error' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
   if (!(e instanceof WeftError)) return { error: { message: 'internal server error', type, param: null, code: 'internal_error' } };
-  const field = e.details?.field;
+  // The group comes from `model` here, whatever field the native API names.
+  const field = e.code === 'wrong_reader_type' ? 'model' : e.details?.field;
   return { error: { message: e.message, type, param: typeof field === 'string' ? field : null, code: e.code } };
 }
 
@@ -118,6 +121,13 @@ function chatMessages(ms: O.ChatCompletionBodyT['messages']): ChatMessage[] {
     }
     return { ...m, role: m.role === 'developer' ? 'system' : m.role, content };
   });
+}
+
+/** A vector as OpenAI's base64 encoding: little-endian float32 bytes. */
+function float32Base64(v: readonly number[]): string {
+  const dv = new DataView(new ArrayBuffer(v.length * 4));
+  v.forEach((x, i) => dv.setFloat32(i * 4, x, true));
+  return Buffer.from(dv.buffer).toString('base64');
 }
 
 const newId = (prefix: string, requestId: string): string => `${prefix}-${requestId.replace(/-/g, '')}`;
@@ -261,12 +271,26 @@ export function openaiApp(svc: Service): OpenAIApps {
     return c.json(m);
   });
 
-  spec.add({ method: 'post', path: '/v1/embeddings', summary: 'Embeddings: 404 model_not_found while no embedding model is loaded (none can be yet)', body: O.EmbeddingBody });
+  spec.add({ method: 'post', path: '/v1/embeddings', summary: 'Embeddings from a group of embedding readers (model = the group or a reader id)', body: O.EmbeddingBody, response: O.EmbeddingList });
   app.post('/v1/embeddings', async (c) => {
     const b = await parseBody(c, O.EmbeddingBody, maxBody);
-    // Readers are generative only: no embedding model can be loaded yet, so
-    // every embeddings request is refused rather than answered with fake vectors.
-    throw new NotFoundError('model_not_found', `no embedding model is loaded: '${b.model}' cannot produce embeddings (this server runs generative readers only)`, { field: 'model' });
+    if (b.dimensions != null) throw unsupported('dimensions', "dimensions is not supported: vectors have the model's own width");
+    const input = b.input;
+    if (typeof input !== 'string' && input.some((x) => typeof x !== 'string')) throw unsupported('input', 'token-id inputs are not supported; send text');
+    const texts = typeof input === 'string' ? [input] : (input as string[]);
+    checkTextBytes(svc, texts, 'input');
+    const group = resolveModel(svc, b.model);
+    const rid = svc.newRequestId();
+    c.header('x-request-id', rid);
+    const r = await svc.runEncoder(group, { types: ['embed'], what: '/v1/embeddings' }, texts, c.req.raw.signal, (api, signal) => api.embed(texts, { signal }), rid);
+    const base64 = b.encoding_format === 'base64';
+    const tokens = r.tokens.reduce((a, x) => a + x, 0);
+    return c.json({
+      object: 'list',
+      data: r.vectors.map((v, index) => ({ object: 'embedding', index, embedding: base64 ? float32Base64(v) : v })),
+      model: b.model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    });
   });
 
   const docs = new Hono();

@@ -84,11 +84,20 @@ export const CompletionBody = z.object({
 });
 
 export const EmbeddingBody = z.object({
-  input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
-  model: z.string().min(1),
-  encoding_format: nul(z.enum(['float', 'base64'])),
-  dimensions: nul(z.number().int().min(1)),
+  input: z
+    .union([z.string(), z.array(z.string()).min(1).max(2048), z.array(z.number()).min(1), z.array(z.array(z.number())).min(1)])
+    .describe('A text or a list of up to 2048 texts. Token-id inputs are refused (400 unsupported_parameter): the ids of another tokenizer mean nothing to this model.'),
+  model: z.string().min(1).describe('A consumer group (or reader id) of embedding readers.'),
+  encoding_format: nul(z.enum(['float', 'base64'])).describe('float (default): number lists; base64: little-endian float32 bytes.'),
+  dimensions: nul(z.number().int().min(1)).describe('Unsupported: a value is a 400 (vectors have the model\'s width).'),
   user: nul(z.string()),
+});
+
+export const EmbeddingList = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ object: z.literal('embedding'), index: z.number(), embedding: z.union([z.array(z.number()), z.string()]) })),
+  model: z.string(),
+  usage: z.object({ prompt_tokens: z.number(), total_tokens: z.number() }),
 });
 
 export const Usage = z.object({

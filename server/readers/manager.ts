@@ -1,10 +1,12 @@
 /**
  * Readers and consumer groups. Requests name a group; the manager picks the
- * least-loaded ready reader in it. Readers start from config.yaml at boot and
- * from `PUT /models` at run time, and can be deleted.
+ * least-loaded ready reader in it that serves the request's reader type
+ * (generate, embed, classify): a group whose ready readers are all of another
+ * type answers 400 `wrong_reader_type`. Readers start from config.yaml at
+ * boot and from `PUT /models` at run time, and can be deleted.
  */
 import { InvalidRequestError, NotFoundError, UnavailableError } from '../../core/errors.ts';
-import type { ReaderApi } from '../../core/engine/reader_api.ts';
+import type { AnyReaderApi, ReaderType } from '../../core/engine/reader_api.ts';
 import { ManagedReader } from './managed_reader.ts';
 import type { ReaderSpec } from './spec.ts';
 
@@ -55,17 +57,30 @@ export class ReaderManager {
     return g;
   }
 
-  /** A ready reader of `group`, least requests in flight first. */
-  pick(group: string): ManagedReader {
+  /**
+   * A ready reader of `group`, least requests in flight first; with `need`, one
+   * of `need.types` (`need.what` names the route, for the error).
+   */
+  pick(group: string, need?: { types: readonly ReaderType[]; what: string }): ManagedReader {
     const members = this.all().filter((r) => r.spec.consumerGroup === group);
     if (members.length === 0) throw new NotFoundError('consumer_group_not_found', `no consumer group ${group}`, { consumer_group: group });
     const ready = members.filter((r) => r.ready && r.api);
     if (ready.length === 0) throw new UnavailableError('group_not_ready', `no reader of group ${group} is ready yet`, 2, { consumer_group: group });
-    return ready.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+    const fit = need ? ready.filter((r) => need.types.includes(r.api!.info().type)) : ready;
+    if (fit.length === 0) {
+      const has = [...new Set(ready.map((r) => r.api!.info().type))];
+      throw new InvalidRequestError('wrong_reader_type', `consumer group ${group} serves ${has.join(' / ')} readers; ${need!.what} needs ${need!.types.join(' or ')}`, {
+        consumer_group: group,
+        reader_type: has.length === 1 ? has[0] : has,
+        expected: [...need!.types],
+        field: 'consumer_group',
+      });
+    }
+    return fit.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
   }
 
   /** The API of a specific ready reader. */
-  api(id: string): ReaderApi {
+  api(id: string): AnyReaderApi {
     const r = this.get(id);
     if (!r.ready || !r.api) throw new UnavailableError('reader_not_ready', `reader ${id} is not ready`, 2, { reader_id: id });
     return r.api;

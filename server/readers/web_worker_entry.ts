@@ -1,18 +1,18 @@
 /**
  * A reader's Web Worker (Deno): the counterpart of worker_entry.ts for
  * runtimes whose workers are Web Workers. Waits for its init message, opens
- * the GPU and the model, and serves ReaderApi over postMessage with the same
- * protocol (core/engine/protocol.ts).
+ * the GPU and the model (a decoder or an encoder), and serves the reader API
+ * over postMessage with the same protocol (core/engine/protocol.ts).
  *
  * GPU: navigator.gpu (Deno's own WebGPU, wgpu) first. When no backend is
  * named and that is unusable (no adapter, or a GPU error while loading or
- * while generating one probe token: wgpu's WGSL front end, naga, rejects some
+ * while running one probe input: wgpu's WGSL front end, naga, rejects some
  * shaders only when a kernel is first built), Dawn through npm:webgpu is
  * tried next (native, SwiftShader, OpenGL ES, as on Node). The reader's
  * info.backend says which one serves: `navigator` is Deno's own WebGPU.
  */
 import { errorToJSON, GpuError, UnknownBackendError } from '../../core/errors.ts';
-import type { LocalReader } from '../../core/engine/local_reader.ts';
+import type { AnyReaderApi } from '../../core/engine/reader_api.ts';
 import { serveReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
 import { createLogger } from '../log.ts';
 import { openReader, type ReaderInit } from './open_reader.ts';
@@ -31,7 +31,7 @@ const endpoint: Endpoint = {
 
 const FALLBACK = ['native', 'swiftshader', 'opengles'] as const;
 
-async function open(init: ReaderInit): Promise<LocalReader> {
+async function open(init: ReaderInit): Promise<AnyReaderApi> {
   const named = (init.spec.backend && init.spec.backend !== 'auto') || process.env.WEFT_GPU_BACKEND;
   if (named) return openReader(init);
   const log = createLogger({ timestamps: !/^(1|true|yes|on)$/i.test(process.env.WEFT_LOG_DISABLE_TIMESTAMPS ?? ''), color: false });

@@ -157,7 +157,8 @@ describe('OpenAI layer in-process', () => {
     ['unknown model', '/chat/completions', { model: 'gpt-4o', messages: user('a') }, 404, 'model_not_found', 'model'],
     ['stream of a list', '/completions', { prompt: ['a', 'b'], stream: true }, 400, 'unsupported_parameter', 'prompt'],
     ['oversize prompt', '/completions', { prompt: 'x'.repeat(2001) }, 413, 'prompt_too_large', 'prompt'],
-    ['embeddings', '/embeddings', { model: 'primary', input: 'hello' }, 404, 'model_not_found', 'model'],
+    ['embeddings from a generative group', '/embeddings', { model: 'primary', input: 'hello' }, 400, 'wrong_reader_type', 'model'],
+    ['embeddings from an unknown model', '/embeddings', { model: 'nope', input: 'hello' }, 404, 'model_not_found', 'model'],
   ])('rejects %s in OpenAI error shape', async (_name, path, body, status, code, param) => {
     const res = await v1(path as string, body);
     expect(res.status).toBe(status);
@@ -175,7 +176,7 @@ describe('OpenAI layer in-process', () => {
     expect(((await nf.json()) as OaiError).error).toMatchObject({ code: 'route_not_found', type: 'invalid_request_error' });
     expect((await v1('/models/nope')).status).toBe(404);
     const emb = ((await (await v1('/embeddings', { model: 'primary', input: 'x' })).json()) as OaiError).error;
-    expect(emb.message).toContain('no embedding model is loaded');
+    expect(emb.message).toContain('serves generate readers'); // embedding readers: test/server/encoders.test.ts
     for (const path of ['/openapi.json', '/v1/openapi.json']) {
       const spec = (await (await apps.openai.request(path)).json()) as { paths: Record<string, unknown> };
       expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/models', '/v1/embeddings']));
@@ -221,8 +222,8 @@ describe('OpenAI layer over HTTP with the official client', () => {
     const done = await oai.completions.create({ model: 'primary-0', prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
     expect(done.choices[0]!.finish_reason).toBe('length');
     const emb = await oai.embeddings.create({ model: 'primary', input: 'hello' }).catch((e: unknown) => e);
-    expect(emb).toBeInstanceOf(OpenAI.NotFoundError);
-    expect((emb as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
+    expect(emb).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((emb as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('wrong_reader_type');
     const bad = await oai.chat.completions.create({ model: 'primary', messages: [{ role: 'user', content: 'a' }], n: 3 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n');
