@@ -34,7 +34,7 @@ export async function benchLoad(opts: { clients?: number; seconds?: number; maxN
   const clients = opts.clients ?? 32;
   const seconds = opts.seconds ?? 30;
   const maxNew = opts.maxNewTokens ?? 32;
-  const running = await start(loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, managementPort: 0, openaiPort: 0, sagemakerPort: 0, vertexPort: 0, logDisableTimestamps: true, readers: [] } }));
+  const running = await start(loadConfig({ env: {}, overrides: { embeddingModel: '', host: '127.0.0.1', port: 0, managementPort: 0, openaiPort: 0, sagemakerPort: 0, vertexPort: 0, logDisableTimestamps: true, readers: [] } }));
   try {
     await running.service.readers.waitSettled(120_000);
     const port = running.servers.find((s) => s.name === 'inference')!.port;

@@ -21,6 +21,10 @@ export interface ServiceConfig {
   /** Model of the default reader (group `primary`); '' starts none. */
   model: string;
   consumerGroup: string;
+  /** Model of the default embedding reader (`use-lite`: the bundled USE-Lite); '' starts none. */
+  embeddingModel: string;
+  /** Group of the default embedding reader. */
+  embeddingConsumerGroup: string;
   /** Extra readers started at boot (ReaderSpec-shaped objects). */
   readers: unknown[];
   /** Bound on memory held by queued requests and pending responses, bytes. */
@@ -56,6 +60,8 @@ export const DEFAULTS: ServiceConfig = {
   vertexPort: 3002,
   model: DEFAULT_MODEL_DIR,
   consumerGroup: 'primary',
+  embeddingModel: 'use-lite',
+  embeddingConsumerGroup: 'embed',
   readers: [],
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
@@ -84,6 +90,8 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   vertexPort: 'int',
   model: 'string',
   consumerGroup: 'string',
+  embeddingModel: 'string',
+  embeddingConsumerGroup: 'string',
   readers: 'array',
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',

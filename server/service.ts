@@ -53,6 +53,16 @@ export class Service {
         }),
       );
     }
+    if (this.config.embeddingModel) {
+      this.readers.start(
+        this.withReaderDefaults({
+          model: this.config.embeddingModel,
+          consumerGroup: this.config.embeddingConsumerGroup,
+          readerId: `${this.config.embeddingConsumerGroup}-0`,
+          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
+        }),
+      );
+    }
     for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
   }
 

@@ -10,7 +10,7 @@
  * in common GPU batches and each still gets its own outputs.
  */
 import { InvalidRequestError } from '../errors.ts';
-import type { EncoderModel } from '../models/bert/encoder.ts';
+import type { EncoderLike } from '../models/use/model.ts';
 import type { ClassifyResult, EmbedResult, EncoderCallOptions, EncoderInput, EncoderReaderApi, ReaderInfo, ReaderStats, RerankResult } from './reader_api.ts';
 
 export class LocalEncoderReader implements EncoderReaderApi {
@@ -20,7 +20,7 @@ export class LocalEncoderReader implements EncoderReaderApi {
   private tokens = 0;
 
   constructor(
-    readonly model: EncoderModel,
+    readonly model: EncoderLike,
     private readonly meta: { readerId: string; model: string; device: string; backend: string },
     /** Reported type: the model's own kind unless the spec forced `embed` on a classifier. */
     private readonly type: 'embed' | 'classify' = model.kind,

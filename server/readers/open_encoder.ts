@@ -22,6 +22,8 @@ import type { ReaderType } from '../../core/engine/reader_api.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { EncoderModel } from '../../core/models/bert/encoder.ts';
+import { isUseLiteConfig } from '../../core/models/use/config.ts';
+import { UseLiteModel, type EncoderLike } from '../../core/models/use/model.ts';
 import type { ReaderSpec } from './spec.ts';
 
 const ENCODER_BODIES = /^(Bert|Roberta|XLMRoberta)Model$/;
@@ -43,6 +45,7 @@ export async function readerTypeOf(ms: ModelSource, forced?: ReaderType): Promis
   const cfg = await configOf(ms);
   if (!cfg) return 'generate';
   const arch = Array.isArray(cfg.architectures) && typeof cfg.architectures[0] === 'string' ? cfg.architectures[0] : undefined;
+  if (isUseLiteConfig(cfg)) return 'embed';
   if (arch?.endsWith('ForSequenceClassification')) return 'classify';
   if (arch && ENCODER_BODIES.test(arch)) return 'embed';
   if (await ms.exists('modules.json')) return 'embed';
@@ -63,7 +66,9 @@ export async function openEncoderReader(
   type: 'embed' | 'classify',
   opts: { probe?: boolean } = {},
 ): Promise<LocalEncoderReader> {
-  const model = await EncoderModel.load(ctx, ms, {
+  const cfg = await configOf(ms);
+  const load = cfg && isUseLiteConfig(cfg) ? UseLiteModel.load.bind(UseLiteModel) : EncoderModel.load.bind(EncoderModel);
+  const model: EncoderLike = await load(ctx, ms, {
     ...(spec.dtype ? { dtype: spec.dtype } : {}),
     ...(spec.maxSeqs ? { maxBatchSize: spec.maxSeqs } : {}),
     ...(spec.batchDurationMillis !== undefined ? { batchDurationMs: spec.batchDurationMillis } : {}),
@@ -74,7 +79,7 @@ export async function openEncoderReader(
     if (type === 'classify' && model.kind !== 'classify') {
       throw new InvalidRequestError('invalid_reader_config', `type classify needs a *ForSequenceClassification model; ${spec.model} is ${model.spec.architecture}`, { field: 'type' });
     }
-    const reader = new LocalEncoderReader(model, { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend }, type, await configOf(ms));
+    const reader = new LocalEncoderReader(model, { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend }, type, cfg);
     if (opts.probe) await (type === 'embed' ? reader.embed(['Hello']) : reader.classify(['Hello']));
     return reader;
   } catch (e) {

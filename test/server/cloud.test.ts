@@ -28,7 +28,7 @@ beforeAll(async () => {
   }
   const config = loadConfig({
     env: {},
-    overrides: { host: '127.0.0.1', port: 0, managementPort: 0, openaiPort: 0, sagemakerPort: 0, vertexPort: 0, apiKeys: [KEY], backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true },
+    overrides: { embeddingModel: '', host: '127.0.0.1', port: 0, managementPort: 0, openaiPort: 0, sagemakerPort: 0, vertexPort: 0, apiKeys: [KEY], backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true },
   });
   run = await start(config, { ephemeral: true });
   await run.service.readers.waitSettled(60_000);

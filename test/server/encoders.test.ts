@@ -44,6 +44,7 @@ beforeAll(async () => {
   const config = loadConfig({
     env: {},
     overrides: {
+      embeddingModel: '',
       host: '127.0.0.1',
       port: 0,
       managementPort: 0,
@@ -337,5 +338,22 @@ describe('reader types, batching settings and encoder-call cancellation', () => 
     // A method the served reader lacks is wrong_reader_type, not a crash.
     await expect(remote.classify(['x'])).rejects.toMatchObject({ code: 'wrong_reader_type' });
     await expect(remote.tokenize('x')).rejects.toMatchObject({ code: 'wrong_reader_type' });
+  });
+});
+
+describe('bundled default embedder', () => {
+  it('starts USE-Lite as the `embed` group by default and serves /embed', async () => {
+    const { startTestService } = await import('./helpers.ts');
+    const t = await startTestService({ embeddingModel: 'use-lite', model: '' });
+    try {
+      const res = await t.apps.inference.request('/embed', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: ['The cat sat on the mat.', 'A kitten rested on the rug.', 'Stock markets fell sharply today.'], consumer_group: 'embed' }) });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { result: number[][]; dims: number };
+      expect(body.dims).toBe(512);
+      const cos = (a: number[], b: number[]): number => a.reduce((s, x, i) => s + x * b[i]!, 0);
+      expect(cos(body.result[0]!, body.result[1]!)).toBeGreaterThan(cos(body.result[0]!, body.result[2]!));
+    } finally {
+      await t.svc.close();
+    }
   });
 });

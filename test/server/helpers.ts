@@ -14,7 +14,7 @@ export interface TestService {
 
 export async function startTestService(overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
   prepareGpuEnv();
-  const svc = new Service(loadConfig({ env: {}, overrides: { backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true, ...overrides } }));
+  const svc = new Service(loadConfig({ env: {}, overrides: { embeddingModel: '', backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true, ...overrides } }));
   svc.startConfiguredReaders();
   await svc.readers.waitSettled(60_000);
   for (const r of svc.readers.all()) if (!r.ready) throw new Error(`reader ${r.readerId} did not load: ${JSON.stringify(r.error)}`);

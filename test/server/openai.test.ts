@@ -21,6 +21,7 @@ beforeAll(async () => {
   const config = loadConfig({
     env: {},
     overrides: {
+      embeddingModel: '',
       host: '127.0.0.1',
       port: 0,
       managementPort: 0,
