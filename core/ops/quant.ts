@@ -17,51 +17,9 @@ export interface QuantBlocks {
   scales: Float32Array;
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** f32 (JS number, rounded to f32 first) -> IEEE half bits, round-to-nearest-even. */
-export function f32ToF16(v: number): number {
-  f32[0] = v;
-  const x = u32[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  const mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 | (mant >>> 13) : 0); // inf / quiet NaN
-  const e = exp - 127 + 15; // biased half exponent
-  if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
-  if (e <= 0) {
-    // Half subnormal (or zero): value = m * 2^-24 with m = round(full mantissa >> shift).
-    if (e < -10) return sign; // below half of the smallest subnormal -> ±0
-    const full = mant | 0x800000;
-    const shift = 14 - e;
-    let h = full >>> shift;
-    const rem = full & ((1 << shift) - 1);
-    const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && h & 1)) h++; // may carry into the smallest normal: still correct
-    return sign | h;
-  }
-  let h = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++; // a carry may round up to inf: correct
-  return sign | h;
-}
-
-/** IEEE half bits -> number (exact). */
-export function f16ToF32(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >>> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 0x1f) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
-}
-
-/** bfloat16 bits -> number (exact: the top half of an f32). */
-export function bf16ToF32(b: number): number {
-  u32[0] = (b & 0xffff) << 16;
-  return f32[0]!;
-}
+// Half and bfloat16 conversions live with the file formats; re-exported for op callers.
+export { bf16ToF32, f16ToF32, f32ToF16 } from '../formats/gguf_quants.ts';
+import { f16ToF32, f32ToF16 } from '../formats/gguf_quants.ts';
 
 /** Packs [rows, cols] f32 into [rows, ceil(cols/2)] u32 of halves (element 2i low), zero padded. */
 export function packF16(src: Float32Array, rows: number, cols: number): Uint32Array {
