@@ -1,0 +1,677 @@
+/**
+ * End-to-end generation benchmark: Weft (WebGPU on each Dawn backend) against the plain
+ * TypeScript CPU reference (LlamaReference) and transformers.js (cpu / wasm / WebGPU),
+ * single stream and greedy, on stories260K and a random ~24M-parameter Llama; plus Weft's
+ * batched throughput (N concurrent requests through engine.generate).
+ *
+ * Every case runs in its own child process (`node --import tsx bench/generate.ts --child
+ * SPEC`) so its peak RSS is its own and transformers.js can pick its ONNX runtime per case.
+ * Per case: load, `warmup` untimed runs, then `runs` timed runs; figures are medians.
+ *
+ * Measured per run:
+ * - prefill: the forward pass over the prompt (Weft: the first engine step, incl. sampling
+ *   and the id readback; TS CPU: LlamaReference.prefill; transformers.js: the first
+ *   model.forward of generate()); prefill tok/s = prompt tokens / prefill time.
+ * - TTFT: from the generate call to the first token (Weft: first `token` event).
+ * - decode tok/s: (new tokens - 1) / (time of last token - time of first token).
+ * - peak RSS: the child's max resident set (process.resourceUsage().maxRSS); for the
+ *   software GPU backends GPU memory lives in the process and is included.
+ * - Weft GPU bytes: weights (LlamaWeights.bytes) + KV pool (LlamaModel.kvBytes).
+ * All engines generate exactly `newTokens` tokens (EOS ignored) from the same prompt ids.
+ *
+ * Run standalone: `npx tsx bench/generate.ts` (same flags as bench/run.ts).
+ */
+import { spawn } from 'node:child_process';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseDecoderConfig } from '../core/formats/hf_config.ts';
+import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
+import { GpuContext } from '../core/gpu/context.ts';
+import { argmax, LlamaReference } from '../core/models/llama/reference.ts';
+import { loadDecoder } from '../core/models/load.ts';
+import type { StepInputs } from '../core/models/step.ts';
+import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
+import { dirSource } from '../server/fs_source.ts';
+import { ensureModel, REPO, type BenchModel, type ModelId } from './models.ts';
+import type { TjsDevice } from './peers/transformers_js.ts';
+
+const THIS_FILE = fileURLToPath(import.meta.url);
+const RESULT_TAG = '@@BENCH_RESULT ';
+
+/** The prompt: encoded with BOS by the stories tokenizer, first `promptTokens` ids. */
+export const PROMPT_TEXT =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.';
+
+// ---------------------------------------------------------------------------------------
+// Case specs and results
+
+type CaseKind = 'weft' | 'ts-cpu' | 'tjs' | 'weft-batch';
+
+export interface CaseSpec {
+  kind: CaseKind;
+  model: BenchModel;
+  /** Weft: Dawn backend; tjs: device; ts-cpu: 'cpu'. */
+  device: string;
+  promptIds: number[];
+  newTokens: number;
+  runs: number;
+  warmup: number;
+  /** weft-batch: concurrency levels. */
+  batch?: number[];
+}
+
+export interface RunFigures {
+  prefillMs: number;
+  ttftMs: number;
+  decodeTokS: number;
+  totalMs: number;
+  tokenIds: number[];
+}
+
+export interface BatchFigures {
+  n: number;
+  /** Median wall time from launching the N requests to the last one finishing. */
+  wallMs: number;
+  /** N * newTokens / wall. */
+  aggTokS: number;
+  /** Mean engine step time over steps with no prompt tokens, ms. */
+  decodeStepMs: number;
+  /** Request 0 (same prompt as N=1) produced the same ids as N=1. */
+  matchesN1: boolean;
+  runs: number;
+}
+
+export interface CaseResult {
+  kind: CaseKind;
+  model: ModelId;
+  modelLabel: string;
+  device: string;
+  /** Human description of what actually ran (adapter, runtime). */
+  runtime: string;
+  promptTokens: number;
+  newTokens: number;
+  runs: RunFigures[];
+  loadMs: number;
+  warmupMs: number;
+  peakRssMB: number;
+  gpuWeightBytes?: number;
+  gpuKvBytes?: number;
+  /** Weft: mean decode step ms and the part spent recording commands on the CPU. */
+  stepMs?: number;
+  recordMs?: number;
+  /** Weft: median round trip of an empty step (submit + 16-byte readback), ms. */
+  syncMs?: number;
+  batch?: BatchFigures[];
+  loadAvg: [number, number];
+  wallSec: number;
+  error?: string;
+}
+
+export function median(xs: number[]): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN;
+}
+
+function logErr(s: string): void {
+  process.stderr.write(`${s}\n`);
+}
+
+// ---------------------------------------------------------------------------------------
+// Child-side runners
+
+interface StepRecord {
+  ms: number;
+  recordMs: number;
+  promptTokens: number;
+  tokens: number;
+}
+
+async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
+  const ctx = await GpuContext.create({ backend: spec.device });
+  const batch = spec.kind === 'weft-batch';
+  const t0 = performance.now();
+  const loaded = await loadDecoder(ctx, dirSource(spec.model.weftDir), { maxSeqs: batch ? 16 : 1, prefixCaching: false });
+  const loadMs = performance.now() - t0;
+  const info = ctx.gpu.info;
+  const runtime = `Dawn ${info.backend}: ${info.name} (${info.featureLevel}), variant ${ctx.variant}`;
+
+  // Instrument: each engine step, and the CPU-side recording inside it.
+  let steps: StepRecord[] = [];
+  let recordMs = 0;
+  const model = loaded.model;
+  const record = model.record.bind(model);
+  model.record = async (rec, s: StepInputs) => {
+    const a = performance.now();
+    const r = await record(rec, s);
+    recordMs += performance.now() - a;
+    return r;
+  };
+  const runner = loaded.engine.runner;
+  const step = runner.step.bind(runner);
+  runner.step = async (plan, rows) => {
+    recordMs = 0;
+    const a = performance.now();
+    const r = await step(plan, rows);
+    const promptTokens = plan.scheduled.reduce((n, s) => n + (s.sample ? s.count - 1 : s.count), 0);
+    steps.push({ ms: performance.now() - a, recordMs, promptTokens, tokens: r.tokens });
+    return r;
+  };
+
+  const one = async (ids: number[]): Promise<RunFigures & { events: number[] }> => {
+    const start = performance.now();
+    const stamps: number[] = [];
+    let tokenIds: number[] = [];
+    for await (const ev of loaded.engine.generate(ids, { maxNewTokens: spec.newTokens, ignoreEos: true, sampling: { temperature: 0 } })) {
+      if (ev.type === 'token') stamps.push(performance.now());
+      else tokenIds = ev.tokenIds;
+    }
+    const end = performance.now();
+    const first = stamps[0] ?? end;
+    const last = stamps[stamps.length - 1] ?? end;
+    return {
+      prefillMs: NaN,
+      ttftMs: first - start,
+      decodeTokS: stamps.length > 1 ? (stamps.length - 1) / ((last - first) / 1000) : NaN,
+      totalMs: end - start,
+      tokenIds,
+      events: stamps,
+    };
+  };
+
+  const out: Partial<CaseResult> = {
+    runtime,
+    loadMs,
+    gpuWeightBytes: loaded.weights.bytes,
+    gpuKvBytes: model.kvBytes,
+  };
+  if (!batch) {
+    let warmupMs = 0;
+    for (let i = 0; i < spec.warmup; i++) warmupMs += (await one(spec.promptIds)).totalMs;
+    const runs: RunFigures[] = [];
+    const decodeSteps: StepRecord[] = [];
+    for (let i = 0; i < spec.runs; i++) {
+      steps = [];
+      const r = await one(spec.promptIds);
+      r.prefillMs = steps[0]?.ms ?? NaN;
+      decodeSteps.push(...steps.filter((s) => s.promptTokens === 0));
+      runs.push({ prefillMs: r.prefillMs, ttftMs: r.ttftMs, decodeTokS: r.decodeTokS, totalMs: r.totalMs, tokenIds: r.tokenIds });
+      logErr(`  run ${i + 1}/${spec.runs}: prefill ${r.prefillMs.toFixed(1)} ms, ttft ${r.ttftMs.toFixed(1)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s`);
+    }
+    // The fixed cost of one GPU round trip: record nothing but a 16-byte readback.
+    const tiny = ctx.tensor(new Float32Array(4), [4], 'f32');
+    const trips: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const a = performance.now();
+      await ctx.read(tiny);
+      trips.push(performance.now() - a);
+    }
+    tiny.buffer.destroy();
+    Object.assign(out, {
+      warmupMs,
+      runs,
+      stepMs: mean(decodeSteps.map((s) => s.ms)),
+      recordMs: mean(decodeSteps.map((s) => s.recordMs)),
+      syncMs: median(trips),
+    });
+  } else {
+    // Distinct prompts per request (last prompt token varied) so no two requests are alike.
+    const V = loaded.cfg.vocabSize;
+    const promptFor = (k: number): number[] => {
+      const p = [...spec.promptIds];
+      p[p.length - 1] = (p[p.length - 1]! + 7 * k) % V;
+      return p;
+    };
+    const levels = spec.batch ?? [1, 4, 16];
+    const maxN = Math.max(...levels);
+    const t = performance.now();
+    for (let i = 0; i < spec.warmup; i++) await Promise.all(Array.from({ length: maxN }, (_, k) => one(promptFor(k))));
+    out.warmupMs = performance.now() - t;
+    const figures: BatchFigures[] = [];
+    let ref1: number[] | undefined;
+    const runs: RunFigures[] = [];
+    for (const n of levels) {
+      const walls: number[] = [];
+      const stepMs: number[] = [];
+      let matches = true;
+      for (let i = 0; i < spec.runs; i++) {
+        steps = [];
+        const a = performance.now();
+        const res = await Promise.all(Array.from({ length: n }, (_, k) => one(promptFor(k))));
+        walls.push(performance.now() - a);
+        stepMs.push(...steps.filter((s) => s.promptTokens === 0).map((s) => s.ms));
+        if (n === 1) {
+          ref1 ??= res[0]!.tokenIds;
+          if (i === 0) runs.push({ ...res[0]!, prefillMs: steps[0]?.ms ?? NaN });
+        }
+        if (ref1 && res[0]!.tokenIds.join() !== ref1.join()) matches = false;
+      }
+      const wallMs = median(walls);
+      figures.push({ n, wallMs, aggTokS: (n * spec.newTokens) / (wallMs / 1000), decodeStepMs: mean(stepMs), matchesN1: matches, runs: spec.runs });
+      logErr(`  N=${n}: ${((n * spec.newTokens) / (wallMs / 1000)).toFixed(1)} tok/s aggregate, wall ${(wallMs / 1000).toFixed(2)} s`);
+    }
+    out.batch = figures;
+    out.runs = runs;
+  }
+  loaded.destroy();
+  ctx.destroy();
+  return out;
+}
+
+async function runTsCpu(spec: CaseSpec): Promise<Partial<CaseResult>> {
+  const t0 = performance.now();
+  const ms = dirSource(spec.model.weftDir);
+  const cfg = parseDecoderConfig(await ms.readText('config.json'));
+  const st = await openSafetensorsModel(ms);
+  const weights = new Map<string, Float32Array>();
+  for (const [name, t] of st.tensors) weights.set(name, toFloat32(t.info.dtype, await st.read(name)));
+  const ref = new LlamaReference(cfg, (n) => {
+    const w = weights.get(n);
+    if (!w) throw new Error(`missing tensor ${n}`);
+    return w;
+  });
+  const loadMs = performance.now() - t0;
+  const one = (): RunFigures => {
+    ref.reset();
+    const start = performance.now();
+    const logits = ref.prefill(spec.promptIds);
+    const prefillMs = performance.now() - start;
+    const ids = [argmax(logits)];
+    const first = performance.now();
+    for (let i = 1; i < spec.newTokens; i++) ids.push(argmax(ref.step(ids[i - 1]!)));
+    const end = performance.now();
+    return {
+      prefillMs,
+      ttftMs: first - start,
+      decodeTokS: spec.newTokens > 1 ? (spec.newTokens - 1) / ((end - first) / 1000) : NaN,
+      totalMs: end - start,
+      tokenIds: ids,
+    };
+  };
+  let warmupMs = 0;
+  for (let i = 0; i < spec.warmup; i++) warmupMs += one().totalMs;
+  const runs: RunFigures[] = [];
+  for (let i = 0; i < spec.runs; i++) {
+    const r = one();
+    runs.push(r);
+    logErr(`  run ${i + 1}/${spec.runs}: prefill ${r.prefillMs.toFixed(1)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s`);
+  }
+  return { runtime: `plain TypeScript on V8 (${process.version}), one thread`, loadMs, warmupMs, runs };
+}
+
+async function runTjs(spec: CaseSpec): Promise<Partial<CaseResult>> {
+  const { runTransformersJs } = await import('./peers/transformers_js.ts');
+  const r = await runTransformersJs({
+    device: spec.device as TjsDevice,
+    root: spec.model.onnxRoot,
+    name: spec.model.onnxName,
+    promptIds: spec.promptIds,
+    newTokens: spec.newTokens,
+    runs: spec.runs,
+    warmup: spec.warmup,
+    log: logErr,
+  });
+  return { runtime: r.runtime, loadMs: r.loadMs, warmupMs: r.warmupMs, runs: r.runs };
+}
+
+async function childMain(specJson: string): Promise<void> {
+  const spec = JSON.parse(specJson) as CaseSpec;
+  const la0 = loadavg()[0]!;
+  const t0 = performance.now();
+  let part: Partial<CaseResult> = {};
+  let error: string | undefined;
+  try {
+    if (spec.kind === 'weft' || spec.kind === 'weft-batch') part = await runWeft(spec);
+    else if (spec.kind === 'ts-cpu') part = await runTsCpu(spec);
+    else part = await runTjs(spec);
+  } catch (e) {
+    error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    logErr(`  error: ${e instanceof Error ? e.stack : e}`);
+  }
+  const result: CaseResult = {
+    kind: spec.kind,
+    model: spec.model.id,
+    modelLabel: spec.model.label,
+    device: spec.device,
+    runtime: '',
+    promptTokens: spec.promptIds.length,
+    newTokens: spec.newTokens,
+    runs: [],
+    loadMs: NaN,
+    warmupMs: NaN,
+    ...part,
+    peakRssMB: process.resourceUsage().maxRSS / 1024,
+    loadAvg: [la0, loadavg()[0]!],
+    wallSec: (performance.now() - t0) / 1000,
+    ...(error ? { error } : {}),
+  };
+  process.stdout.write(`\n${RESULT_TAG}${JSON.stringify(result)}\n`);
+  process.exit(0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Parent side
+
+export interface GenerateBenchOptions {
+  models?: ModelId[];
+  /** Dawn backends for Weft (default swiftshader, opengles). */
+  backends?: string[];
+  /** transformers.js devices (default cpu, cpu-1t, wasm, webgpu-opengles). */
+  peers?: TjsDevice[];
+  tsCpu?: boolean;
+  runs?: number;
+  warmup?: number;
+  promptTokens?: number;
+  /** New tokens per model (default stories260K 200, llama20m 16). */
+  tokens?: Partial<Record<ModelId, number>>;
+  /** transformers.js WebGPU (very slow on software GL): tokens per model and runs. */
+  slowTokens?: Partial<Record<ModelId, number>>;
+  slowRuns?: number;
+  /** Batched Weft throughput on stories260K (empty: skip). */
+  batch?: number[];
+  batchTokens?: number;
+  batchRuns?: number;
+  /** Per-case child timeout. */
+  timeoutSec?: number;
+  log?: (s: string) => void;
+}
+
+export const DEFAULTS = {
+  models: ['stories260K', 'llama20m'] as ModelId[],
+  backends: ['swiftshader', 'opengles'],
+  peers: ['cpu', 'cpu-1t', 'wasm', 'webgpu-opengles'] as TjsDevice[],
+  runs: 5,
+  warmup: 1,
+  promptTokens: 15,
+  tokens: { stories260K: 200, llama20m: 16 } as Record<ModelId, number>,
+  slowTokens: { stories260K: 24, llama20m: 4 } as Record<ModelId, number>,
+  slowRuns: 3,
+  batch: [1, 4, 16],
+  batchTokens: 64,
+  batchRuns: 3,
+  timeoutSec: 1500,
+};
+
+function childArgs(spec: CaseSpec): string[] {
+  return ['--import', 'tsx', THIS_FILE, '--child', JSON.stringify(spec)];
+}
+
+async function runChild(spec: CaseSpec, timeoutSec: number, log: (s: string) => void): Promise<CaseResult> {
+  const t0 = performance.now();
+  const la0 = loadavg()[0]!;
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, childArgs(spec), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+    let out = '';
+    let errTail = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => {
+      const s = d.toString();
+      errTail = (errTail + s).slice(-4000);
+      for (const line of s.split('\n')) {
+        // Dawn/ORT chatter is noise here; keep our own progress lines.
+        if (/^  \S/.test(line)) log(line);
+      }
+    });
+    const timer = setTimeout(() => {
+      log(`  timeout after ${timeoutSec} s: killing pid ${child.pid}`);
+      child.kill('SIGKILL');
+    }, timeoutSec * 1000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const line = out.split('\n').find((l) => l.startsWith(RESULT_TAG));
+      if (line) return resolve(JSON.parse(line.slice(RESULT_TAG.length)) as CaseResult);
+      const why = signal === 'SIGKILL' ? `timed out after ${timeoutSec} s` : `exited with ${code ?? signal}`;
+      resolve({
+        kind: spec.kind,
+        model: spec.model.id,
+        modelLabel: spec.model.label,
+        device: spec.device,
+        runtime: '',
+        promptTokens: spec.promptIds.length,
+        newTokens: spec.newTokens,
+        runs: [],
+        loadMs: NaN,
+        warmupMs: NaN,
+        peakRssMB: NaN,
+        loadAvg: [la0, loadavg()[0]!],
+        wallSec: (performance.now() - t0) / 1000,
+        error: `${why}: ${errTail.trim().split('\n').slice(-3).join(' | ')}`,
+      });
+    });
+  });
+}
+
+export interface GenerateBenchReport {
+  cases: CaseResult[];
+  promptIds: number[];
+  startedAt: string;
+  wallSec: number;
+  loadAvgStart: number[];
+  loadAvgEnd: number[];
+  machine: string;
+}
+
+export function machineDescription(): string {
+  const c = cpus();
+  return `${c[0]?.model.trim() ?? 'unknown CPU'}, ${c.length} logical CPUs, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM, no hardware GPU (Dawn SwiftShader / llvmpipe), Node ${process.version}, ${process.platform} ${process.arch}`;
+}
+
+export async function benchGenerate(o: GenerateBenchOptions = {}): Promise<GenerateBenchReport> {
+  const log = o.log ?? logErr;
+  const models = o.models ?? DEFAULTS.models;
+  const backends = o.backends ?? DEFAULTS.backends;
+  const peers = o.peers ?? DEFAULTS.peers;
+  const runs = o.runs ?? DEFAULTS.runs;
+  const warmup = o.warmup ?? DEFAULTS.warmup;
+  const tokens = { ...DEFAULTS.tokens, ...o.tokens };
+  const slowTokens = { ...DEFAULTS.slowTokens, ...o.slowTokens };
+  const batch = o.batch ?? DEFAULTS.batch;
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const loadAvgStart = loadavg();
+
+  const tok = await loadTokenizerFromSource(dirSource((await ensureModel('stories260K', { onnx: false, log })).weftDir));
+  const promptIds = tok.encode(PROMPT_TEXT, { addSpecialTokens: true }).slice(0, o.promptTokens ?? DEFAULTS.promptTokens);
+
+  const specs: CaseSpec[] = [];
+  for (const id of models) {
+    const model = await ensureModel(id, { onnx: peers.length > 0, log });
+    const base = { model, promptIds, newTokens: tokens[id], runs, warmup };
+    for (const b of backends) specs.push({ ...base, kind: 'weft', device: b });
+    if (o.tsCpu ?? true) specs.push({ ...base, kind: 'ts-cpu', device: 'cpu' });
+    for (const p of peers) {
+      const slow = p.startsWith('webgpu');
+      specs.push({ ...base, kind: 'tjs', device: p, ...(slow ? { newTokens: Math.min(tokens[id], slowTokens[id]), runs: Math.min(runs, o.slowRuns ?? DEFAULTS.slowRuns) } : {}) });
+    }
+  }
+  if (batch.length && models.includes('stories260K')) {
+    const model = await ensureModel('stories260K', { onnx: false, log });
+    for (const b of backends) {
+      specs.push({ kind: 'weft-batch', model, device: b, promptIds, newTokens: o.batchTokens ?? DEFAULTS.batchTokens, runs: o.batchRuns ?? DEFAULTS.batchRuns, warmup: 1, batch });
+    }
+  }
+
+  const cases: CaseResult[] = [];
+  for (const [i, s] of specs.entries()) {
+    log(`[${i + 1}/${specs.length}] ${s.kind} ${s.device} on ${s.model.label}: ${s.newTokens} new tokens, ${s.warmup} warm-up + ${s.runs} runs${s.batch ? `, N = ${s.batch.join(', ')}` : ''} (load avg ${loadavg()[0]!.toFixed(1)})`);
+    const r = await runChild(s, o.timeoutSec ?? DEFAULTS.timeoutSec, log);
+    if (r.error) log(`  FAILED: ${r.error}`);
+    log(`  done in ${r.wallSec.toFixed(0)} s`);
+    cases.push(r);
+  }
+  return {
+    cases,
+    promptIds,
+    startedAt,
+    wallSec: (performance.now() - started) / 1000,
+    loadAvgStart,
+    loadAvgEnd: loadavg(),
+    machine: machineDescription(),
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// Markdown
+
+export function fmt(v: number | undefined, digits?: number): string {
+  if (v === undefined || !Number.isFinite(v)) return '–';
+  const a = Math.abs(v);
+  const d = digits ?? (a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+  return v.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+}
+
+function ratio(v: number): string {
+  if (!Number.isFinite(v)) return '–';
+  return `${v >= 10 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(3)}x`;
+}
+
+export function caseName(c: CaseResult): string {
+  if (c.kind === 'weft' || c.kind === 'weft-batch') return `Weft ${c.device}`;
+  if (c.kind === 'ts-cpu') return 'TS CPU';
+  return `transformers.js ${c.device}`;
+}
+
+interface Summary {
+  c: CaseResult;
+  prefillMs: number;
+  prefillTokS: number;
+  ttftMs: number;
+  decodeTokS: number;
+  ids?: number[];
+  stable: boolean;
+}
+
+function summarize(c: CaseResult): Summary {
+  const prefillMs = median(c.runs.map((r) => r.prefillMs));
+  const ids = c.runs[c.runs.length - 1]?.tokenIds;
+  return {
+    c,
+    prefillMs,
+    prefillTokS: c.promptTokens / (prefillMs / 1000),
+    ttftMs: median(c.runs.map((r) => r.ttftMs)),
+    decodeTokS: median(c.runs.map((r) => r.decodeTokS)),
+    ...(ids ? { ids } : {}),
+    stable: c.runs.every((r) => r.tokenIds.join() === c.runs[0]!.tokenIds.join()),
+  };
+}
+
+/** Length of the common prefix of two id lists, over the shorter one. */
+function agreement(a: number[] | undefined, b: number[] | undefined): string {
+  if (!a || !b || !a.length || !b.length) return '–';
+  const n = Math.min(a.length, b.length);
+  let k = 0;
+  while (k < n && a[k] === b[k]) k++;
+  return k === n ? `${k}/${n} ✓` : `${k}/${n} ✗ (first diff at ${k})`;
+}
+
+export function markdownGenerate(rep: GenerateBenchReport): string {
+  const out: string[] = [];
+  const mb = (b?: number): string => (b === undefined ? '–' : fmt(b / 2 ** 20));
+  const models = [...new Set(rep.cases.filter((c) => c.kind !== 'weft-batch').map((c) => c.model))];
+  out.push(`Prompt: ${rep.promptIds.length} tokens \`[${rep.promptIds.join(', ')}]\`; greedy, EOS ignored, single stream. Medians over the timed runs after warm-up.`);
+  out.push('');
+  for (const m of models) {
+    const cs = rep.cases.filter((c) => c.model === m && c.kind !== 'weft-batch');
+    const label = cs[0]!.modelLabel;
+    const sums = cs.map(summarize);
+    out.push(`#### ${label}`);
+    out.push('');
+    out.push('| engine | new tokens × runs | prefill ms | prefill tok/s | TTFT ms | decode tok/s | load ms | peak RSS MB | GPU MB (weights + KV) | load avg |');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const s of sums) {
+      const c = s.c;
+      if (c.error && !c.runs.length) {
+        out.push(`| ${caseName(c)} | ${c.newTokens} × 0 | failed: ${c.error.replace(/\|/g, '/').slice(0, 160)} | | | | | ${fmt(c.peakRssMB)} | | ${fmt(c.loadAvg[0], 1)} |`);
+        continue;
+      }
+      const gpu = c.gpuWeightBytes !== undefined ? `${mb(c.gpuWeightBytes)} + ${mb(c.gpuKvBytes)}` : '–';
+      out.push(
+        `| ${caseName(c)} | ${c.newTokens} × ${c.runs.length} | ${fmt(s.prefillMs)} | ${fmt(s.prefillTokS)} | ${fmt(s.ttftMs)} | ${fmt(s.decodeTokS)} | ${fmt(c.loadMs, 0)} | ${fmt(c.peakRssMB, 0)} | ${gpu} | ${fmt(c.loadAvg[0], 1)}–${fmt(c.loadAvg[1], 1)} |`,
+      );
+    }
+    out.push('');
+    // Ratios: Weft backends against every peer of the same model.
+    const wefts = sums.filter((s) => s.c.kind === 'weft' && s.c.runs.length);
+    const peers = sums.filter((s) => s.c.kind !== 'weft' && s.c.runs.length);
+    if (wefts.length && peers.length) {
+      out.push('Ratios (> 1: Weft faster). Decode: Weft tok/s ÷ peer tok/s. Prefill: peer prefill time ÷ Weft prefill time.');
+      out.push('');
+      out.push(`| Weft | ${peers.map((p) => `vs ${caseName(p.c)}`).join(' | ')} |`);
+      out.push(`|---|${peers.map(() => '---').join('|')}|`);
+      for (const w of wefts) {
+        out.push(`| ${caseName(w.c)} | ${peers.map((p) => `decode ${ratio(w.decodeTokS / p.decodeTokS)}, prefill ${ratio(p.prefillMs / w.prefillMs)}`).join(' | ')} |`);
+      }
+      out.push('');
+      for (const w of wefts) {
+        out.push(`- ${caseName(w.c)} decode = ${peers.map((p) => `${ratio(w.decodeTokS / p.decodeTokS)} ${caseName(p.c)}`).join(', ')}`);
+      }
+      out.push('');
+    }
+    // Agreement of the greedy ids.
+    const ts = sums.find((s) => s.c.kind === 'ts-cpu');
+    const w0 = wefts[0];
+    out.push(`Greedy agreement (common prefix of the generated ids; last timed run)${ts ? ' vs the TS CPU reference' : ''}${w0 ? ` and vs ${caseName(w0.c)}` : ''}; "stable" = every timed run produced the same ids:`);
+    out.push('');
+    out.push(`| engine | vs TS CPU | vs ${w0 ? caseName(w0.c) : 'Weft'} | stable across runs | first ids |`);
+    out.push('|---|---|---|---|---|');
+    for (const s of sums) {
+      if (!s.ids) continue;
+      out.push(`| ${caseName(s.c)} | ${s === ts ? '(reference)' : agreement(s.ids, ts?.ids)} | ${s === w0 ? '(reference)' : agreement(s.ids, w0?.ids)} | ${s.stable ? 'yes' : 'NO'} | ${s.ids.slice(0, 8).join(',')}… |`);
+    }
+    out.push('');
+  }
+  const batches = rep.cases.filter((c) => c.kind === 'weft-batch');
+  if (batches.length) {
+    out.push(`#### Weft batched throughput (stories260K, ${batches[0]!.newTokens} new tokens per request, greedy, distinct prompts)`);
+    out.push('');
+    out.push('| backend | N | wall s (median) | aggregate tok/s | per request tok/s | × N=1 | decode step ms | request 0 = N=1 ids | runs |');
+    out.push('|---|---:|---:|---:|---:|---:|---:|---|---:|');
+    for (const c of batches) {
+      if (!c.batch?.length) {
+        out.push(`| ${c.device} | | failed: ${(c.error ?? '').replace(/\|/g, '/').slice(0, 160)} | | | | | | |`);
+        continue;
+      }
+      const one = c.batch.find((b) => b.n === 1);
+      for (const b of c.batch) {
+        out.push(
+          `| ${c.device} | ${b.n} | ${fmt(b.wallMs / 1000)} | ${fmt(b.aggTokS)} | ${fmt(b.aggTokS / b.n)} | ${one ? ratio(b.aggTokS / one.aggTokS) : '–'} | ${fmt(b.decodeStepMs)} | ${b.matchesN1 ? 'yes' : 'NO'} | ${b.runs} |`,
+        );
+      }
+    }
+    out.push('');
+  }
+  const wefts = rep.cases.filter((c) => c.kind === 'weft' && c.stepMs !== undefined && Number.isFinite(c.stepMs));
+  if (wefts.length) {
+    out.push('Weft decode step breakdown (mean over decode steps): CPU time recording the step (encoding, bind groups, uniforms) vs the rest (submit, GPU work, id readback); "round trip" is an empty submit + 16-byte readback (median of 20), the fixed synchronisation cost every step pays.');
+    out.push('');
+    out.push('| engine | model | step ms | recording ms | submit + GPU + readback ms | round trip ms |');
+    out.push('|---|---|---:|---:|---:|---:|');
+    for (const c of wefts) out.push(`| ${caseName(c)} | ${c.modelLabel} | ${fmt(c.stepMs)} | ${fmt(c.recordMs)} | ${fmt(c.stepMs! - c.recordMs!)} | ${fmt(c.syncMs)} |`);
+    out.push('');
+  }
+  out.push('Runtimes:');
+  out.push('');
+  const seen = new Set<string>();
+  for (const c of rep.cases) {
+    const k = `${caseName(c)}: ${c.runtime || '?'}`;
+    if (!seen.has(k)) seen.add(k), out.push(`- ${k}`);
+  }
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------
+
+if (process.argv[1] === THIS_FILE) {
+  const i = process.argv.indexOf('--child');
+  if (i >= 0) {
+    await childMain(process.argv[i + 1]!);
+  } else {
+    const { main } = await import('./run.ts');
+    process.exitCode = await main(['--only', 'generate', ...process.argv.slice(2)]);
+  }
+}

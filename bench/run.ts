@@ -1,0 +1,212 @@
+/**
+ * `npm run bench`: runs every benchmark module and prints markdown tables.
+ *
+ *   npm run bench [-- --only generate,matvec,structured,load] [--models stories260K,llama20m]
+ *                 [--backends swiftshader,opengles] [--peers cpu,cpu-1t,wasm,webgpu-opengles]
+ *                 [--runs 5] [--warmup 1] [--tokens 200] [--tokens-large 16]
+ *                 [--slow-tokens 24] [--slow-tokens-large 4] [--slow-runs 3]
+ *                 [--batch 1,4,16] [--batch-tokens 64] [--batch-runs 3] [--no-ts-cpu]
+ *                 [--timeout 1500] [--quick] [--out FILE.md]
+ *
+ * Modules (all by default, in this order):
+ * - `generate` (bench/generate.ts): end-to-end generation against the TS CPU reference
+ *   and transformers.js, plus Weft's batched throughput;
+ * - `matvec` (bench/matvec.ts): one matrix-vector product per dtype and kernel variant;
+ * - `structured` (bench/structured.ts): constraint compile times and constrained decode,
+ *   once per `--backends` entry;
+ * - `load` (bench/load.ts): loopback HTTP load on /generate_stream, default settings.
+ * The last three are other engineers' modules, imported by URL and called through their
+ * exported functions when present (skipped with a note otherwise). A module that throws
+ * becomes a "failed" line in the report. `--peers none`, `--batch none` skip parts of
+ * `generate`.
+ * `--quick`: 3 runs, 64 / 8 new tokens, batch N = 1, 4 with 32 tokens: a smoke run.
+ * The report (with machine, date and load average) is printed and also written to
+ * `.cache/bench/latest.md` (and `latest.json` with every raw figure).
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { benchGenerate, DEFAULTS, machineDescription, markdownGenerate, type GenerateBenchOptions, type GenerateBenchReport } from './generate.ts';
+import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
+import type { TjsDevice } from './peers/transformers_js.ts';
+
+const MODULES = ['generate', 'matvec', 'structured', 'load'] as const;
+type ModuleName = (typeof MODULES)[number];
+
+const list = (v: string | undefined): string[] | undefined =>
+  v === undefined ? undefined : v === 'none' || v === '' ? [] : v.split(',').map((s) => s.trim()).filter(Boolean);
+
+const int = (v: string | undefined, name: string): number | undefined => {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got "${v}"`);
+  return n;
+};
+
+type Fn = (...a: unknown[]) => unknown;
+
+/**
+ * Imports a sibling bench module other engineers own (matvec.ts, structured.ts,
+ * load.ts) by URL, so this file neither breaks nor fails to type-check when one of
+ * them changes shape or is absent; returns its named exports that are functions.
+ */
+async function sibling(file: string, names: string[]): Promise<Record<string, Fn> | string> {
+  const url = new URL(`./${file}`, import.meta.url);
+  if (!existsSync(fileURLToPath(url))) return `_bench/${file} not found; skipped._`;
+  const mod = (await import(url.href)) as Record<string, unknown>;
+  const out: Record<string, Fn> = {};
+  for (const n of names) if (typeof mod[n] === 'function') out[n] = mod[n] as Fn;
+  return out;
+}
+
+async function runMatvec(backends: string[], log: (s: string) => void): Promise<string> {
+  const m = await sibling('matvec.ts', ['benchMatvec', 'markdownTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchMatvec) return '_bench/matvec.ts exports no benchMatvec(); skipped._';
+  log('matvec: bench/matvec.ts benchMatvec()');
+  const rows = (await m.benchMatvec({ backends })) as unknown[];
+  return m.markdownTable ? (m.markdownTable(rows) as string) : `\`\`\`json\n${JSON.stringify(rows, null, 1)}\n\`\`\``;
+}
+
+async function runStructured(backends: string[], log: (s: string) => void): Promise<string> {
+  const m = await sibling('structured.ts', ['benchStructured']);
+  if (typeof m === 'string') return m;
+  if (!m.benchStructured) return '_bench/structured.ts exports no benchStructured(); skipped._';
+  const parts: string[] = [];
+  for (const backend of backends) {
+    log(`structured: bench/structured.ts benchStructured({ backend: ${backend} })`);
+    parts.push(String(await m.benchStructured({ backend })));
+  }
+  return parts.join('\n\n');
+}
+
+async function runLoad(log: (s: string) => void): Promise<string> {
+  const m = await sibling('load.ts', ['benchLoad', 'loadTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchLoad) return '_bench/load.ts exports no benchLoad(); skipped._';
+  log('load: bench/load.ts benchLoad() (loopback HTTP service, default settings)');
+  const r = await m.benchLoad({});
+  return m.loadTable ? (m.loadTable(r) as string) : `\`\`\`json\n${JSON.stringify(r, null, 1)}\n\`\`\``;
+}
+
+/** Runs one module; a failure becomes a line in the report instead of ending the run. */
+async function section(title: string, fn: () => Promise<string>, log: (s: string) => void): Promise<string> {
+  try {
+    return `### ${title}\n\n${await fn()}\n`;
+  } catch (e) {
+    log(`${title}: failed: ${e instanceof Error ? e.stack : e}`);
+    return `### ${title}\n\n_failed: ${e instanceof Error ? e.message : String(e)}_\n`;
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      only: { type: 'string' },
+      models: { type: 'string' },
+      backends: { type: 'string' },
+      peers: { type: 'string' },
+      runs: { type: 'string' },
+      warmup: { type: 'string' },
+      tokens: { type: 'string' },
+      'tokens-large': { type: 'string' },
+      'slow-tokens': { type: 'string' },
+      'slow-tokens-large': { type: 'string' },
+      'slow-runs': { type: 'string' },
+      batch: { type: 'string' },
+      'batch-tokens': { type: 'string' },
+      'batch-runs': { type: 'string' },
+      'no-ts-cpu': { type: 'boolean' },
+      timeout: { type: 'string' },
+      quick: { type: 'boolean' },
+      out: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    const src = await import('node:fs').then((fs) => fs.readFileSync(fileURLToPath(import.meta.url), 'utf8'));
+    process.stdout.write(`${src.split('*/')[0]!.replace(/^\/\*\*|^ \* ?/gm, '')}\n`);
+    return 0;
+  }
+  const log = (s: string): void => void process.stderr.write(`${s}\n`);
+  const only = (list(values.only) ?? [...MODULES]) as ModuleName[];
+  for (const m of only) if (!MODULES.includes(m)) throw new Error(`--only: unknown module ${m} (have ${MODULES.join(', ')})`);
+  const models = (list(values.models) ?? DEFAULTS.models) as ModelId[];
+  for (const m of models) if (!MODEL_IDS.includes(m)) throw new Error(`--models: unknown model ${m} (have ${MODEL_IDS.join(', ')})`);
+  const backends = list(values.backends) ?? DEFAULTS.backends;
+  const quick = values.quick ?? false;
+
+  const opts: GenerateBenchOptions = {
+    models,
+    backends,
+    peers: (list(values.peers) ?? DEFAULTS.peers) as TjsDevice[],
+    tsCpu: !values['no-ts-cpu'],
+    runs: int(values.runs, 'runs') ?? (quick ? 3 : DEFAULTS.runs),
+    warmup: int(values.warmup, 'warmup') ?? DEFAULTS.warmup,
+    tokens: {
+      stories260K: int(values.tokens, 'tokens') ?? (quick ? 64 : DEFAULTS.tokens.stories260K),
+      llama20m: int(values['tokens-large'], 'tokens-large') ?? (quick ? 8 : DEFAULTS.tokens.llama20m),
+    },
+    slowTokens: {
+      stories260K: int(values['slow-tokens'], 'slow-tokens') ?? (quick ? 8 : DEFAULTS.slowTokens.stories260K),
+      llama20m: int(values['slow-tokens-large'], 'slow-tokens-large') ?? (quick ? 2 : DEFAULTS.slowTokens.llama20m),
+    },
+    slowRuns: int(values['slow-runs'], 'slow-runs') ?? DEFAULTS.slowRuns,
+    batch: (list(values.batch) ?? (quick ? ['1', '4'] : DEFAULTS.batch.map(String))).map((s) => int(s, 'batch')!),
+    batchTokens: int(values['batch-tokens'], 'batch-tokens') ?? (quick ? 32 : DEFAULTS.batchTokens),
+    batchRuns: int(values['batch-runs'], 'batch-runs') ?? (quick ? 1 : DEFAULTS.batchRuns),
+    timeoutSec: int(values.timeout, 'timeout') ?? DEFAULTS.timeoutSec,
+    log,
+  };
+
+  const started = new Date();
+  const la0 = loadavg();
+  const sections: string[] = [];
+  const raw: { generate?: GenerateBenchReport } = {};
+  sections.push(`## Weft benchmarks — ${started.toISOString()}`);
+  sections.push('');
+  sections.push(`Machine: ${machineDescription()}. Load average at start: ${la0.map((x) => x.toFixed(2)).join(', ')} (1/5/15 min).`);
+  sections.push('');
+  if (only.includes('generate')) {
+    sections.push(
+      await section(
+        'Generation',
+        async () => {
+          const rep = await benchGenerate(opts);
+          raw.generate = rep;
+          return markdownGenerate(rep);
+        },
+        log,
+      ),
+    );
+  }
+  if (only.includes('matvec')) {
+    sections.push(await section('matvec (M=1, K=N=2048; bench/matvec.ts)', () => runMatvec(backends, log), log));
+  }
+  if (only.includes('structured')) {
+    sections.push(await section('Structured output (bench/structured.ts)', () => runStructured(backends, log), log));
+  }
+  if (only.includes('load')) {
+    sections.push(await section('HTTP load (bench/load.ts)', () => runLoad(log), log));
+  }
+  const la1 = loadavg();
+  sections.push(`Finished ${new Date().toISOString()} (${((Date.now() - started.getTime()) / 60000).toFixed(1)} min); load average at end: ${la1.map((x) => x.toFixed(2)).join(', ')}.`);
+  const md = sections.join('\n');
+  process.stdout.write(`${md}\n`);
+  await mkdir(BENCH_CACHE, { recursive: true });
+  const outFile = values.out ?? join(BENCH_CACHE, 'latest.md');
+  await writeFile(outFile, `${md}\n`);
+  await writeFile(outFile.replace(/\.md$/, '') + '.json', JSON.stringify({ startedAt: started.toISOString(), loadAvgStart: la0, loadAvgEnd: la1, ...raw }, null, 1));
+  log(`bench: report written to ${outFile}`);
+  return 0;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const code = await main(process.argv.slice(2));
+  // Dawn can keep the event loop alive after its devices are destroyed.
+  process.exit(code);
+}
