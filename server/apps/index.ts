@@ -13,6 +13,7 @@ import { frontendOptions, frontendRoutes } from './frontend.ts';
 import type { Service } from '../service.ts';
 import { inferenceApp } from './inference.ts';
 import { managementApp } from './management.ts';
+import { mountDocuments } from './documents.ts';
 import { metricsRoute } from './metrics_route.ts';
 import { openaiApp } from './openai.ts';
 import { sagemakerApp } from './sagemaker.ts';
@@ -45,6 +46,7 @@ function finish(app: Hono, svc: Service, keys: readonly string[], pre?: Hono, ui
 export function buildApps(svc: Service): Apps {
   const inf = inferenceApp(svc);
   metricsRoute(inf.app, svc);
+  mountDocuments(inf.app, svc, inf.spec);
   const mgmt = managementApp(svc);
   const keys = svc.config.apiKeys;
   const mkeys = svc.config.managementApiKeys.length ? svc.config.managementApiKeys : keys;

@@ -1,0 +1,119 @@
+/**
+ * Settings of document loading, with their defaults.
+ *
+ * Sources, later winning: defaults; the `documents:` mapping of config.yaml
+ * (read from `ServiceConfig.documents` once server/config.ts passes that
+ * section through); one environment variable per key,
+ * `WEFT_DOCUMENTS_<KEY>` (the data directory is `WEFT_DATA_DIR`, as the
+ * issue names it); explicit overrides (tests). Every key is documented in
+ * docs/documents.md.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { InvalidRequestError } from '../../core/errors.ts';
+import { parseBytes } from '../../core/engine/sizes.ts';
+import { DEFAULT_LIMITS, type DocumentLimits } from '../../core/documents/types.ts';
+import { PACKAGE_ROOT } from '../paths.ts';
+
+export interface DocumentsConfig {
+  /** Embedding model directory; '' = none configured (the routes answer 503). */
+  embedder: string;
+  /** Where the embedded store lives: a directory, `memory://` or `idb://name`. */
+  dataDir: string;
+  /** Directories `path` imports may read from; empty = path imports disabled. */
+  importRoots: string[];
+  /** Documents processed concurrently. */
+  workers: number;
+  /** Starts before a transient error fails a document. */
+  maxAttempts: number;
+  /** Chunks per embed call. */
+  embedBatch: number;
+  /** GPU backend of the embedder; '' = the service's `backend`. */
+  backend: string;
+  limits: DocumentLimits;
+}
+
+/** The bundled default embedder, when present. */
+export const BUNDLED_EMBEDDER = join(PACKAGE_ROOT, 'models', 'use-lite');
+
+export function defaultDocumentsConfig(): DocumentsConfig {
+  return {
+    embedder: existsSync(BUNDLED_EMBEDDER) ? BUNDLED_EMBEDDER : '',
+    dataDir: '.weft/data',
+    importRoots: [],
+    workers: 2,
+    maxAttempts: 3,
+    embedBatch: 32,
+    backend: '',
+    limits: { ...DEFAULT_LIMITS },
+  };
+}
+
+type Kind = 'string' | 'int' | 'bytes' | 'list';
+const KEYS: Record<string, [Kind, (c: DocumentsConfig, v: never) => void]> = {
+  embedder: ['string', (c, v: string) => (c.embedder = v)],
+  data_dir: ['string', (c, v: string) => (c.dataDir = v)],
+  import_roots: ['list', (c, v: string[]) => (c.importRoots = v)],
+  workers: ['int', (c, v: number) => (c.workers = Math.max(1, v))],
+  max_attempts: ['int', (c, v: number) => (c.maxAttempts = Math.max(1, v))],
+  embed_batch: ['int', (c, v: number) => (c.embedBatch = Math.max(1, v))],
+  backend: ['string', (c, v: string) => (c.backend = v)],
+  max_file_bytes: ['bytes', (c, v: number) => (c.limits.maxFileBytes = v)],
+  max_files_per_request: ['int', (c, v: number) => (c.limits.maxFilesPerRequest = Math.max(1, v))],
+  max_request_bytes: ['bytes', (c, v: number) => (c.limits.maxRequestBytes = v)],
+  chunk_units: ['int', (c, v: number) => (c.limits.chunkUnits = v)],
+  chunk_overlap: ['int', (c, v: number) => (c.limits.chunkOverlap = v)],
+  min_chunk_units: ['int', (c, v: number) => (c.limits.minChunkUnits = Math.max(1, v))],
+  categories: ['list', (c, v: string[]) => (c.limits.categories = v)],
+  max_wait_seconds: ['int', (c, v: number) => (c.limits.maxWaitMs = v * 1000)],
+};
+
+function coerce(key: string, kind: Kind, v: unknown): unknown {
+  const fail = (want: string): never => {
+    throw new InvalidRequestError('invalid_config', `config documents.${key}: expected ${want}, got ${JSON.stringify(v)}`, { key: `documents.${key}` });
+  };
+  switch (kind) {
+    case 'string':
+      return typeof v === 'string' ? v : fail('a string');
+    case 'int': {
+      const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+      return typeof n === 'number' && Number.isInteger(n) && n >= 0 ? n : fail('a non-negative integer');
+    }
+    case 'bytes':
+      return typeof v === 'number' || typeof v === 'string' ? parseBytes(v, `documents.${key}`) : fail('a size like 16MB');
+    case 'list':
+      if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v;
+      if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
+      return fail('a list of strings');
+  }
+}
+
+export interface DocumentsConfigSources {
+  /** The `documents:` mapping of config.yaml. */
+  file?: unknown;
+  env?: Record<string, string | undefined>;
+  overrides?: Partial<Omit<DocumentsConfig, 'limits'>> & { limits?: Partial<DocumentLimits> };
+}
+
+export function loadDocumentsConfig(src: DocumentsConfigSources = {}): DocumentsConfig {
+  const cfg = defaultDocumentsConfig();
+  const set = (key: string, v: unknown): void => {
+    const k = KEYS[key];
+    if (!k) throw new InvalidRequestError('invalid_config', `unknown setting documents.${key}; valid: ${Object.keys(KEYS).join(', ')}`, { key: `documents.${key}` });
+    k[1](cfg, coerce(key, k[0], v) as never);
+  };
+  if (src.file !== undefined && src.file !== null) {
+    if (typeof src.file !== 'object' || Array.isArray(src.file)) throw new InvalidRequestError('invalid_config', 'config documents: expected a mapping', { key: 'documents' });
+    for (const [k, v] of Object.entries(src.file as Record<string, unknown>)) set(k, v);
+  }
+  const env = src.env ?? process.env;
+  for (const key of Object.keys(KEYS)) {
+    const v = key === 'data_dir' ? (env.WEFT_DOCUMENTS_DATA_DIR ?? env.WEFT_DATA_DIR) : env[`WEFT_DOCUMENTS_${key.toUpperCase()}`];
+    if (v !== undefined) set(key, v);
+  }
+  const { limits, ...rest } = src.overrides ?? {};
+  Object.assign(cfg, rest);
+  Object.assign(cfg.limits, limits ?? {});
+  if (cfg.limits.chunkOverlap * 2 > cfg.limits.chunkUnits) throw new InvalidRequestError('invalid_config', 'documents.chunk_overlap must be at most half of documents.chunk_units', { key: 'documents.chunk_overlap' });
+  return cfg;
+}

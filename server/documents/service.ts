@@ -1,0 +1,286 @@
+/**
+ * DocumentService: the document-loading side of the server — intake of
+ * `POST /api/v1/documents` (validation, duplicate rules, durable insert
+ * before the answer), document records, deletion and search — over a store,
+ * an embedder and the worker pool.
+ *
+ * Start-up is lazy (first request) unless an on-disk store already exists,
+ * in which case it starts at once so unfinished documents resume without
+ * waiting for a client. A failed start (no embedder configured, a store
+ * holding another embedder's vectors) answers 503 `documents_unavailable`
+ * and is retried by the next request.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Embedder } from '../../core/documents/embedder.ts';
+import { parseLoadRequest, validateEntry, type ValidEntry } from '../../core/documents/intake.ts';
+import type { DocumentStore } from '../../core/documents/store.ts';
+import { canSee, type DocState, type DocumentRecord, type NewDocument, type SearchHit, type Viewer } from '../../core/documents/types.ts';
+import { NotFoundError, UnavailableError, WeftError } from '../../core/errors.ts';
+import type { DocumentsConfig } from './config.ts';
+import { loadEmbedder } from './embedder.ts';
+import { importRootsReader } from './import_paths.ts';
+import { openPglite, pgliteLocation } from './pglite.ts';
+import { IngestPool } from './pool.ts';
+import { SqlDocumentStore } from './sql_store.ts';
+
+export interface DocumentServiceOptions {
+  config: DocumentsConfig;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** GPU backend for the embedder when config.backend is empty. */
+  gpuBackend?: string;
+  /** Use this embedder instead of loading config.embedder (the service does not close it). */
+  embedder?: Embedder;
+  /** Use this store instead of PGlite at config.dataDir. */
+  store?: DocumentStore;
+  /** A PGlite dumpDataDir() tarball to start a new store from (skips initdb; tests). */
+  pgliteTemplate?: Blob;
+  /** Called on every state change a job makes. */
+  onState?: (docId: string, state: DocState) => void;
+}
+
+interface Ready {
+  store: DocumentStore;
+  embedder: Embedder;
+  pool: IngestPool;
+}
+
+/** One file entry as reported back: the entry's fields (bytes never echoed), plus what happened to it. */
+export interface ReportedEntry {
+  index: number;
+  name: unknown;
+  doc_id: string | null;
+  bytes: '';
+  path: string;
+  category: unknown;
+  owners: unknown;
+  [extra: string]: unknown;
+}
+
+export interface LoadResult {
+  status: 202 | 207;
+  body: { accepted: ReportedEntry[]; duplicate: ReportedEntry[]; invalid: ReportedEntry[] };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function recordJson(r: DocumentRecord): Record<string, unknown> {
+  const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+  return {
+    doc_id: r.docId,
+    name: r.name,
+    category: r.category,
+    owners: r.owners,
+    state: r.state,
+    error: r.error,
+    format: r.format,
+    source: r.source,
+    path: r.path,
+    sha256: r.sha256,
+    size_bytes: r.sizeBytes,
+    options: { reader: r.options.reader, chunker: r.options.chunker, chunk_units: r.options.chunkUnits, chunk_overlap: r.options.chunkOverlap, embedder: r.options.embedder },
+    counts: r.counts,
+    attempts: r.attempts,
+    created_at: iso(r.createdAt),
+    updated_at: iso(r.updatedAt),
+    started_at: iso(r.startedAt),
+    finished_at: iso(r.finishedAt),
+  };
+}
+
+export function hitJson(h: SearchHit): Record<string, unknown> {
+  return { score: h.score, chunk: h.chunk, document: { doc_id: h.document.docId, name: h.document.name, category: h.document.category, owners: h.document.owners } };
+}
+
+export class DocumentService {
+  private starting: Promise<Ready> | null = null;
+  private closed = false;
+
+  constructor(readonly opts: DocumentServiceOptions) {}
+
+  get config(): DocumentsConfig {
+    return this.opts.config;
+  }
+
+  /** True when an on-disk store exists (it may hold unfinished documents). */
+  hasExistingStore(): boolean {
+    const loc = pgliteLocation(this.config.dataDir);
+    return !this.opts.store && !loc.includes('://') && existsSync(join(loc, 'PG_VERSION'));
+  }
+
+  /** Opens the embedder and the store and starts the pool, once. */
+  ready(): Promise<Ready> {
+    if (this.closed) return Promise.reject(new UnavailableError('documents_unavailable', 'document loading is shut down', 5));
+    this.starting ??= this.start().catch((e: unknown) => {
+      this.starting = null;
+      const code = e instanceof WeftError ? e.code : 'internal_error';
+      this.opts.log?.('documents: start failed', { error: (e as Error).message, code });
+      throw e instanceof UnavailableError ? e : new UnavailableError('documents_unavailable', `document loading is unavailable: ${(e as Error).message}`, 30, { cause: code });
+    });
+    return this.starting;
+  }
+
+  private async start(): Promise<Ready> {
+    const cfg = this.config;
+    let embedder = this.opts.embedder;
+    if (!embedder) {
+      if (!cfg.embedder) throw new UnavailableError('documents_unavailable', 'no embedder is configured: set documents.embedder (WEFT_DOCUMENTS_EMBEDDER) to an embedding model directory', 30);
+      embedder = await loadEmbedder(cfg.embedder, cfg.backend || this.opts.gpuBackend || 'auto');
+    }
+    const owned = !this.opts.embedder;
+    let store = this.opts.store;
+    try {
+      store ??= new SqlDocumentStore(await openPglite(cfg.dataDir, this.opts.pgliteTemplate ? { template: this.opts.pgliteTemplate } : {}));
+      await store.open({ id: embedder.id, dims: embedder.dims });
+    } catch (e) {
+      if (store && !this.opts.store) await store.close().catch(() => undefined);
+      if (owned) await embedder.close().catch(() => undefined);
+      throw e;
+    }
+    const pool = new IngestPool(store, embedder, { workers: cfg.workers, maxAttempts: cfg.maxAttempts, embedBatch: cfg.embedBatch, ...(this.opts.log ? { log: this.opts.log } : {}), ...(this.opts.onState ? { onState: this.opts.onState } : {}) });
+    await pool.start();
+    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, data_dir: this.opts.store ? '(custom store)' : pgliteLocation(cfg.dataDir) });
+    return { store, embedder, pool };
+  }
+
+  /** POST /api/v1/documents. */
+  async load(body: unknown, signal?: AbortSignal): Promise<LoadResult> {
+    const { store, embedder, pool } = await this.ready();
+    const limits = this.config.limits;
+    const { options, files } = parseLoadRequest(body, limits, { id: embedder.id, maxTokens: embedder.maxTokens });
+    const readPath = importRootsReader(this.config.importRoots);
+    const accepted: ReportedEntry[] = [];
+    const duplicate: ReportedEntry[] = [];
+    const invalid: ReportedEntry[] = [];
+    const seenIds = new Map<string, number>();
+    const seenContent = new Map<string, string>();
+    const pending: { index: number; entry: ValidEntry; doc: NewDocument }[] = [];
+    const report = (index: number, e: ValidEntry, docId: string | null): ReportedEntry => ({
+      index, name: e.name, doc_id: docId, bytes: '', path: e.path, category: e.category, owners: e.owners, sha256: e.sha256, format: e.format,
+    });
+
+    // Entries are checked concurrently (hashing, file reads): a few event-loop turns, not one per entry.
+    const checked = await mapLimit(files, 16, (raw) => validateEntry(raw, limits, options.reader, readPath));
+    const valid: { index: number; entry: ValidEntry }[] = [];
+    for (const [index, r] of checked.entries()) {
+      if (r.ok) valid.push({ index, entry: r.entry });
+      else invalid.push({ ...echo(files[index], index), reason: r.reason, message: r.message });
+    }
+    const inStore = await store.findDuplicates(valid.map(({ entry: e }) => ({ docId: e.docId, key: e })));
+    for (const [k, { index, entry: e }] of valid.entries()) {
+      const contentKey = JSON.stringify([e.category, e.owners, e.sha256]);
+      const dupOf = (reason: string, existing: string): void => {
+        duplicate.push({ ...report(index, e, e.docId), reason, duplicate_of: existing });
+      };
+      const found = inStore[k];
+      if (e.docId && seenIds.has(e.docId)) dupOf('duplicate_doc_id', e.docId);
+      else if (found?.reason === 'duplicate_doc_id') dupOf(found.reason, found.existing);
+      else if (seenContent.has(contentKey)) dupOf('duplicate_content', seenContent.get(contentKey)!);
+      else if (found) dupOf(found.reason, found.existing);
+      else {
+        const docId = e.docId ?? randomUUID();
+        seenIds.set(docId, index);
+        seenContent.set(contentKey, docId);
+        pending.push({
+          index,
+          entry: e,
+          doc: { docId, name: e.name, category: e.category, owners: e.owners, sha256: e.sha256, source: e.source, path: e.path, format: e.format, content: e.content, options: { reader: options.reader, chunker: options.chunker, chunkUnits: options.chunkUnits, chunkOverlap: options.chunkOverlap, embedder: options.embedder } },
+        });
+      }
+    }
+
+    // Durable before the answer: one transaction for every accepted entry.
+    const outcomes = await store.insert(pending.map((p) => p.doc));
+    const ids: string[] = [];
+    pending.forEach((p, k) => {
+      const o = outcomes[k]!;
+      if (o.status === 'inserted') {
+        accepted.push(report(p.index, p.entry, p.doc.docId));
+        ids.push(p.doc.docId);
+      } else duplicate.push({ ...report(p.index, p.entry, p.entry.docId), reason: o.reason, duplicate_of: o.existing });
+    });
+    if (ids.length) pool.notify();
+
+    if (options.waitForCompletion && ids.length) {
+      await pool.waitFor(ids, limits.maxWaitMs, signal);
+      const recs = new Map((await store.getMany(ids)).map((r) => [r.docId, r]));
+      for (const a of accepted) {
+        const r = recs.get(a.doc_id!);
+        if (r) Object.assign(a, { state: r.state, error: r.error, counts: r.counts });
+      }
+    }
+    const byIndex = (a: ReportedEntry, b: ReportedEntry): number => a.index - b.index;
+    duplicate.sort(byIndex);
+    const status = duplicate.length || invalid.length ? 207 : 202;
+    return { status, body: { accepted, duplicate, invalid } };
+  }
+
+  /** A document the viewer may see, else NotFoundError (an unseen document is reported as unknown). */
+  async get(docId: string, viewer: Viewer): Promise<DocumentRecord> {
+    const { store } = await this.ready();
+    const r = UUID.test(docId) ? await store.get(docId.toLowerCase()) : null;
+    if (!r || !canSee(viewer, r.owners)) throw new NotFoundError('document_not_found', `no document ${docId}`, { doc_id: docId });
+    return r;
+  }
+
+  async delete(docId: string, viewer: Viewer): Promise<DocumentRecord> {
+    const r = await this.get(docId, viewer);
+    const { store } = await this.ready();
+    if (!(await store.delete(r.docId))) throw new NotFoundError('document_not_found', `no document ${docId}`, { doc_id: docId });
+    return r;
+  }
+
+  async search(q: { query: string; topK: number; categories: string[] | null; owners: string[] | null }, viewer: Viewer): Promise<SearchHit[]> {
+    const { store, embedder } = await this.ready();
+    const [vector] = await embedder.embed([q.query]);
+    return store.search({ vector: vector!, topK: q.topK, categories: q.categories, owners: q.owners, viewer });
+  }
+
+  async status(): Promise<Record<string, unknown>> {
+    if (!this.starting) return { started: false };
+    const { store, pool, embedder } = await this.ready();
+    return { started: true, embedder: embedder.id, dims: embedder.dims, states: await store.stateCounts(), active: pool.active.size, totals: pool.totals };
+  }
+
+  /** Stops the pool (running jobs resume at the next start) and closes what the service opened. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const s = this.starting;
+    this.starting = null;
+    if (!s) return;
+    const ready = await s.catch(() => null);
+    if (!ready) return;
+    await ready.pool.stop();
+    if (!this.opts.store) await ready.store.close();
+    if (!this.opts.embedder) await ready.embedder.close();
+  }
+}
+
+/** `f` over `items` with at most `limit` calls running; results in order. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, f: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const run = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await f(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
+  return out;
+}
+
+/** An invalid entry's fields, echoed as far as they have the right shape. */
+function echo(raw: unknown, index: number): ReportedEntry {
+  const o = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {};
+  return {
+    index,
+    name: typeof o.name === 'string' ? o.name : null,
+    doc_id: typeof o.doc_id === 'string' ? o.doc_id : null,
+    bytes: '',
+    path: typeof o.path === 'string' ? o.path : '',
+    category: typeof o.category === 'string' ? o.category : null,
+    owners: typeof o.owners === 'string' || Array.isArray(o.owners) ? o.owners : null,
+  };
+}
