@@ -6,10 +6,9 @@
 import { serve as listen, type ServerType } from '@hono/node-server';
 import { parseArgs } from 'node:util';
 import { prepareGpuEnv } from '../core/gpu/device.ts';
-import { buildApps } from './apps/index.ts';
+import { buildApps, listenPlan } from './apps/index.ts';
 import { loadConfig, type ServiceConfig } from './config.ts';
 import { Service } from './service.ts';
-import { vertexPort } from './apps/vertex.ts';
 
 export interface Running {
   service: Service;
@@ -27,13 +26,7 @@ export async function start(config: ServiceConfig, opts: { ephemeral?: boolean }
   const service = new Service(config);
   service.startConfiguredReaders();
   const apps = buildApps(service);
-  const plan: [string, number, { fetch: (r: Request) => Response | Promise<Response> }][] = [
-    ['inference', config.port, apps.inference],
-    ['management', config.managementPort, apps.management],
-    ['openai', config.openaiPort, apps.openai],
-    ['sagemaker', config.sagemakerPort, apps.sagemaker],
-    ['vertex', vertexPort(config), apps.vertex],
-  ];
+  const plan = listenPlan(config, apps);
   const servers: Running['servers'] = [];
   for (const [name, port, app] of plan) {
     if (port === 0 && name !== 'inference' && !opts.ephemeral) continue;

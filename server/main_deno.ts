@@ -13,8 +13,7 @@
  * SIGTERM stop the listeners and the readers.
  */
 import { parseArgs } from 'node:util';
-import { buildApps } from './apps/index.ts';
-import { vertexPort } from './apps/vertex.ts';
+import { buildApps, listenPlan } from './apps/index.ts';
 import { loadConfig } from './config.ts';
 import { Service } from './service.ts';
 
@@ -43,13 +42,7 @@ const config = loadConfig({
 const service = new Service(config);
 service.startConfiguredReaders();
 const apps = buildApps(service);
-const plan: [string, number, { fetch: (r: Request) => Response | Promise<Response> }][] = [
-  ['inference', config.port, apps.inference],
-  ['management', config.managementPort, apps.management],
-  ['openai', config.openaiPort, apps.openai],
-  ['sagemaker', config.sagemakerPort, apps.sagemaker],
-  ['vertex', vertexPort(config), apps.vertex],
-];
+const plan = listenPlan(config, apps);
 const servers: { app: string; port: number; server: DenoServer }[] = [];
 for (const [app, port, { fetch }] of plan) {
   if (port === 0 && app !== 'inference') continue;

@@ -17,7 +17,8 @@ import { mountDocuments } from './documents.ts';
 import { metricsRoute } from './metrics_route.ts';
 import { openaiApp } from './openai.ts';
 import { sagemakerApp } from './sagemaker.ts';
-import { vertexApp } from './vertex.ts';
+import { vertexApp, vertexPort } from './vertex.ts';
+import type { ServiceConfig } from '../config.ts';
 
 export interface Apps {
   inference: Hono;
@@ -59,4 +60,15 @@ export function buildApps(svc: Service): Apps {
     sagemaker: finish(sagemakerApp(svc).app, svc, keys),
     vertex: finish(vx.app, svc, keys, vx.open),
   };
+}
+
+/** Which app listens on which configured port (0 = disabled, except the inference app); shared by the Node and Deno entries. */
+export function listenPlan(config: ServiceConfig, apps: Apps): [name: string, port: number, app: Hono][] {
+  return [
+    ['inference', config.port, apps.inference],
+    ['management', config.managementPort, apps.management],
+    ['openai', config.openaiPort, apps.openai],
+    ['sagemaker', config.sagemakerPort, apps.sagemaker],
+    ['vertex', vertexPort(config), apps.vertex],
+  ];
 }
