@@ -174,7 +174,7 @@ export function frontendRoutes(app: Hono, opts: FrontendOptions): void {
             return null;
           }
         },
-        allowHeaders: ['authorization', 'content-type'],
+        allowHeaders: ['authorization', 'content-type', 'x-weft-owner'], // x-weft-owner: the documents page's caller identity
         exposeHeaders: ['x-request-id'],
         maxAge: 600,
       }),

@@ -78,6 +78,8 @@ export class ApiError extends Error {
     message: string,
     readonly status: number,
     readonly code: string,
+    /** The error body's `details` (e.g. `{field}`, `{min, max}`, `{valid}`), when it has one. */
+    readonly details?: unknown,
   ) {
     super(message);
   }
@@ -104,9 +106,9 @@ export async function apiFetch(which: ApiName, path: string, init: RequestInit =
 export async function errorOf(res: Response): Promise<ApiError> {
   const text = await res.text().catch(() => '');
   try {
-    const body = JSON.parse(text) as { error?: { code?: string; message?: string } | string };
+    const body = JSON.parse(text) as { error?: { code?: string; message?: string; details?: unknown } | string };
     const e = body.error;
-    if (typeof e === 'object' && e) return new ApiError(e.message ?? text, res.status, e.code ?? String(res.status));
+    if (typeof e === 'object' && e) return new ApiError(e.message ?? text, res.status, e.code ?? String(res.status), e.details);
     if (typeof e === 'string') return new ApiError(e, res.status, String(res.status));
   } catch {
     // not JSON

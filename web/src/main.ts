@@ -1,12 +1,13 @@
 /**
  * The Weft web app: a header with the pages (hash routes #/playground,
- * #/readers, #/metrics), an API settings dialog and the pages themselves,
+ * #/readers, #/documents, #/metrics), an API settings dialog and the pages themselves,
  * each built once and shown/hidden on navigation so a running generation or
  * a loaded in-tab model survives switching pages.
  */
 import './style.css';
 import { defaults, resetSettings, resolveBase, savedSettings, saveSettings } from './api.ts';
 import { field, h } from './dom.ts';
+import { documentsPage } from './pages/documents.ts';
 import { metricsPage } from './pages/metrics.ts';
 import type { Page } from './pages/page.ts';
 import { playgroundPage } from './pages/playground.ts';
@@ -23,6 +24,7 @@ interface Route {
 const routes: Route[] = [
   { path: 'playground', title: 'Playground', make: playgroundPage },
   { path: 'readers', title: 'Readers', make: readersPage },
+  { path: 'documents', title: 'Documents', make: documentsPage },
   { path: 'metrics', title: 'Metrics', make: metricsPage },
 ];
 
@@ -81,8 +83,6 @@ function boot(): void {
   const main = h('main');
   const nav = h('nav');
   for (const r of routes) nav.append((r.link = h('a', { href: `#/${r.path}` }, r.title)));
-  // Documents: placeholder only, hidden until the server offers a documents API.
-  nav.append(h('a', { href: '#/documents', hidden: true, 'aria-hidden': 'true' }, 'Documents'));
   const dlg = settingsDialog();
   const gear = h('button.link#open-settings', { type: 'button', title: 'API settings', onclick: () => dlg.showModal() }, 'Settings');
   root.append(h('header', h('a.brand', { href: '#/playground' }, h('span.logo', '◆'), 'Weft'), nav, gear), main, dlg);
