@@ -1,11 +1,11 @@
 /**
  * Bridges structured-output requests to the engine: a reader compiles each
- * ConstraintRequest against its own tokenizer (cached per spec by
- * core/structured) and hands the engine a fresh per-request TokenConstraint,
+ * ConstraintRequest against its own tokenizer (cached per spec, backend and
+ * whitespace mode by core/structured) and hands the engine a fresh per-request TokenConstraint,
  * whose masks are sized to the model's vocabulary (ids the tokenizer lacks,
  * e.g. padded embedding rows, are never allowed).
  */
-import { compileConstraint, parseBackend, type ConstraintSpec } from '../structured/index.ts';
+import { compileConstraint, parseBackend, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { TokenConstraint } from './engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from './reader_api.ts';
@@ -19,7 +19,7 @@ function specOf(c: ConstraintRequest): ConstraintSpec {
 export function constraintCompilerFor(tok: Tokenizer, modelVocab: number): ConstraintCompiler {
   const words = Math.ceil(modelVocab / 32);
   return (c): TokenConstraint => {
-    const state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend) }).start();
+    const state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace) }).start();
     if (Math.ceil(tok.vocabSize / 32) === words) return state;
     return {
       mask() {

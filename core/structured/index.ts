@@ -15,7 +15,7 @@
 import type { TokenConstraint } from '../engine/engine.ts';
 import { InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
-import type { Whitespace } from './json_text.ts';
+import { type Whitespace, WHITESPACES } from './json_text.ts';
 import { NativeGrammar } from './native.ts';
 import { TooLargeError } from './nfa.ts';
 import { OutlinesIndex } from './outlines.ts';
@@ -24,6 +24,8 @@ import { type GrammarAst, schemaToAst } from './schema.ts';
 import { TokenTrie } from './trie.ts';
 
 export type ConstraintSpec = { kind: 'json_schema'; schema: unknown } | { kind: 'regex'; pattern: string } | { kind: 'json_object' };
+export type { Whitespace } from './json_text.ts';
+export { WHITESPACES } from './json_text.ts';
 export type Backend = 'native' | 'outlines';
 export const BACKENDS: readonly Backend[] = ['native', 'outlines'];
 
@@ -53,7 +55,11 @@ export interface CompiledConstraint {
 
 export interface CompileOptions {
   backend?: Backend;
-  /** 'none' (default): no optional whitespace at all; 'compact': an optional single space after ':' and ','. */
+  /**
+   * JSON constraints only: 'none' (default) = no insignificant whitespace;
+   * 'compact' = exactly one space after every ':' and ','. A regex constraint
+   * takes no whitespace mode (anything but 'none' is refused).
+   */
   whitespace?: Whitespace;
 }
 
@@ -63,8 +69,11 @@ const caches = new WeakMap<VocabLike, Map<string, CompiledConstraint>>();
 /** Compiles (or returns the cached compilation of) a constraint for one vocabulary. */
 export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: CompileOptions = {}): CompiledConstraint {
   const backend = parseBackend(opts.backend);
-  const ws: Whitespace = opts.whitespace ?? 'none';
-  if (ws !== 'none' && ws !== 'compact') throw new InvalidRequestError('invalid_whitespace', `whitespace must be "none" or "compact"`, { valid: ['none', 'compact'] });
+  const ws = parseWhitespace(opts.whitespace);
+  if (ws !== 'none' && spec?.kind === 'regex') {
+    throw new InvalidRequestError('conflicting_constraints', 'json_whitespace applies to JSON constraints (json_schema, json_object), not to regex_string', { field: 'json_whitespace' });
+  }
+  // The whitespace mode is part of the key: the same schema compiles to a different automaton per mode.
   const key = `${backend}|${ws}|${canonicalSpec(spec)}`;
   let cache = caches.get(vocab);
   if (!cache) caches.set(vocab, (cache = new Map()));
@@ -91,6 +100,16 @@ export function parseBackend(name: unknown): Backend {
     `unknown constrained_decoding_backend ${JSON.stringify(name)}; valid: ${BACKENDS.join(', ')}`,
     { field: 'constrained_decoding_backend', valid: [...BACKENDS] },
   );
+}
+
+/** Validates a `json_whitespace` request value (absent → 'none'). */
+export function parseWhitespace(name: unknown): Whitespace {
+  if (name === undefined || name === null) return 'none';
+  if (typeof name === 'string' && (WHITESPACES as readonly string[]).includes(name)) return name as Whitespace;
+  throw new InvalidRequestError('invalid_json_whitespace', `unknown json_whitespace ${JSON.stringify(name)}; valid: ${WHITESPACES.join(', ')}`, {
+    field: 'json_whitespace',
+    valid: [...WHITESPACES],
+  });
 }
 
 function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace): GrammarAst {

@@ -16,7 +16,15 @@ import { type Node, alt, and, chars, cls, EPS, lit, NONE, rep, seq } from './ast
 import { ANY, type Ranges, intersect, members, ranges, single, subtract, union } from './charset.ts';
 import { parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
 
+/**
+ * Insignificant whitespace the output must use — exactly, not at most:
+ * 'none' = `{"a":1,"b":[1,2]}`, 'compact' = `{"a": 1, "b": [1, 2]}` (one space
+ * after every ':' and ',', none elsewhere; Python json.dumps' default
+ * separators). No indented mode: its indent depends on nesting depth, which a
+ * rule shared across depths (recursive $ref, any-value) cannot know.
+ */
 export type Whitespace = 'none' | 'compact';
+export const WHITESPACES: readonly Whitespace[] = ['none', 'compact'];
 
 /** Characters JSON requires escaped. */
 const ESC: Ranges = ranges([[0, 0x1f], [0x22, 0x22], [0x5c, 0x5c]]);
@@ -136,8 +144,8 @@ export function keyExcluding(names: readonly string[]): Node {
   return seq(lit('"'), walk(root), lit('"'));
 }
 
-export const sepAst = (ws: Whitespace): Node => (ws === 'none' ? lit(',') : seq(lit(','), rep(lit(' '), 0, 1)));
-export const colonAst = (ws: Whitespace): Node => (ws === 'none' ? lit(':') : seq(lit(':'), rep(lit(' '), 0, 1)));
+export const sepAst = (ws: Whitespace): Node => lit(ws === 'none' ? ',' : ', ');
+export const colonAst = (ws: Whitespace): Node => lit(ws === 'none' ? ':' : ': ');
 
 /** A literal JSON value (enum / const member), honouring the whitespace mode. */
 export function valueAst(v: unknown, ws: Whitespace): Node {

@@ -52,7 +52,15 @@ describe('compile cache', () => {
     const swapped = { ...s, properties: { b: s.properties.b, a: s.properties.a } };
     expect(compileConstraint({ kind: 'json_schema', schema: swapped }, v)).not.toBe(a);
     expect(compileConstraint({ kind: 'json_schema', schema: s }, v, { backend: 'outlines' })).not.toBe(a);
-    expect(compileConstraint({ kind: 'json_schema', schema: s }, v, { whitespace: 'compact' })).not.toBe(a);
+    const compact = compileConstraint({ kind: 'json_schema', schema: s }, v, { whitespace: 'compact' });
+    expect(compact).not.toBe(a);
+    expect(compileConstraint({ kind: 'json_schema', schema: structuredClone(s) }, v, { whitespace: 'compact' })).toBe(compact);
+    // the modes really compile differently: each refuses the other's separator
+    expect(feed(a.start(), '{"a": 1')).toBe(false);
+    expect(feed(compact.start(), '{"a":1')).toBe(false);
+    expect(() => compileConstraint({ kind: 'json_schema', schema: s }, v, { whitespace: 'pretty' as never })).toThrow(
+      expect.objectContaining({ code: 'invalid_json_whitespace', details: expect.objectContaining({ field: 'json_whitespace' }) }),
+    );
     expect(compileConstraint({ kind: 'json_schema', schema: s }, fakeVocab())).not.toBe(a); // a new vocabulary object
   });
 
@@ -98,15 +106,35 @@ for (const backend of BACKENDS) {
       expect(st.accepted()).toBe(true);
     });
 
-    it("whitespace 'none' allows no optional spaces; 'compact' one after ':' and ','", () => {
+    it("whitespace 'none' allows no optional spaces; 'compact' exactly one after every ':' and ','", () => {
       const none = compileConstraint(spec, v, { backend }).start();
       expect(feed(none, '{"a": 1}')).toBe(false);
-      const compact = compileConstraint(spec, v, { backend, whitespace: 'compact' }).start();
-      expect(feed(compact, '{"a": 1, "b": [true, false]}')).toBe(true);
-      expect(compact.isComplete()).toBe(true);
-      const compact2 = compileConstraint(spec, v, { backend, whitespace: 'compact' }).start();
-      expect(feed(compact2, '{"a":1,"b":[true]}')).toBe(true);
-      expect(feed(compileConstraint(spec, v, { backend, whitespace: 'compact' }).start(), '{"a":  1}')).toBe(false);
+      const compact = (): ConstraintState => compileConstraint(spec, v, { backend, whitespace: 'compact' }).start();
+      const st = compact();
+      expect(feed(st, '{"a": 1, "b": [true, false]}')).toBe(true);
+      expect(st.isComplete()).toBe(true);
+      expect(feed(compact(), '{"a":')).toBe(true);
+      expect(feed(compact(), '{"a":1')).toBe(false); // the space is required, not optional
+      expect(feed(compact(), '{"a": 1,"b"')).toBe(false);
+      expect(feed(compact(), '{"a":  1}')).toBe(false);
+      expect(feed(compact(), '{ "a": 1}')).toBe(false);
+      expect(feed(compact(), '{"a": 1 }')).toBe(false);
+      // nested any-value ({} inside a property) and enum literals follow the same mode
+      const nested = { type: 'object', properties: { x: {}, e: { enum: [{ k: [1, 2] }] } }, required: ['x', 'e'] };
+      const n = compileConstraint({ kind: 'json_schema', schema: nested }, v, { backend, whitespace: 'compact' });
+      const nst = n.start();
+      expect(feed(nst, '{"x": {"p": [null, "q"]}, "e": {"k": [1, 2]}}') && nst.isComplete()).toBe(true);
+      expect(feed(n.start(), '{"x": {"p":n')).toBe(false);
+      expect(feed(n.start(), '{"x": 1, "e": {"k":[')).toBe(false);
+    });
+
+    it("json_object honours 'compact'; a regex takes no whitespace mode", () => {
+      const st = compileConstraint({ kind: 'json_object' }, v, { backend, whitespace: 'compact' }).start();
+      expect(feed(st, '{"k": [1, {"m": true}]}') && st.isComplete()).toBe(true);
+      expect(() => compileConstraint({ kind: 'regex', pattern: 'a' }, v, { backend, whitespace: 'compact' })).toThrow(
+        expect.objectContaining({ code: 'conflicting_constraints' }),
+      );
+      expect(compileConstraint({ kind: 'regex', pattern: 'a' }, v, { backend, whitespace: 'none' }).backend).toBe(backend);
     });
 
     it('follows schema property order; optional ones may be skipped', () => {

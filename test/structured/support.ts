@@ -161,3 +161,28 @@ export function simulate(state: ConstraintState, vocab: TestVocab, rand: () => n
     return { text, bytes, steps, reason, violations };
   }
 }
+
+/**
+ * JSON text with its insignificant whitespace redone in `mode` — lexemes
+ * (strings, numbers, literals) kept byte for byte, whitespace outside strings
+ * dropped, then `, ` / `: ` ('compact') or `,` / `:` ('none') as separators.
+ * An output is exactly in `mode` iff reformatJson(text, mode) === text.
+ */
+export function reformatJson(text: string, mode: 'none' | 'compact'): string {
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j;
+    } else if (c === ' ' || c === '\t' || c === '\n' || c === '\r') {
+      continue;
+    } else {
+      out += c;
+      if (mode === 'compact' && (c === ',' || c === ':')) out += ' ';
+    }
+  }
+  return out;
+}

@@ -14,7 +14,7 @@ import { errorToJSON } from '../../core/errors.ts';
 import { filesSource, type ByteSource, type ModelSource } from '../../core/formats/source.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { loadDecoder } from '../../core/models/load.ts';
-import { compileConstraint, parseBackend } from '../../core/structured/index.ts';
+import { compileConstraint, parseBackend, parseWhitespace } from '../../core/structured/index.ts';
 import { DEFAULT_CHATML_TEMPLATE } from '../../core/tokenizer/chat_template.ts';
 import type { FromWorker, WorkerInit, WorkerProgress } from './worker_messages.ts';
 
@@ -82,7 +82,7 @@ async function open(init: WorkerInit): Promise<LocalReader> {
     return new BrowserReader(
       loaded,
       { readerId: 'browser', model: init.name, device: adapter, backend: ctx.gpu.info.backend },
-      (c) => compileConstraint(c.kind === 'regex' ? { kind: 'regex', pattern: c.pattern } : c.kind === 'json_schema' ? { kind: 'json_schema', schema: c.schema } : { kind: 'json_object' }, tok, { backend: parseBackend(c.backend) }).start(),
+      (c) => compileConstraint(c.kind === 'regex' ? { kind: 'regex', pattern: c.pattern } : c.kind === 'json_schema' ? { kind: 'json_schema', schema: c.schema } : { kind: 'json_object' }, tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace) }).start(),
     );
   } catch (e) {
     ctx.destroy();
