@@ -1,7 +1,7 @@
 // Activations, f32. Plain: y = act(x + bias?) over x [rows, n], bias [n].
 // Gated (GATED=1): gu [T, 2I] (gate columns first, then up) -> y [T, I] = act(gate) * up.
 // Defines:
-//   ACT = silu | gelu (erf form) | gelu_tanh | relu.
+//   ACT = silu | gelu (erf form) | gelu_tanh | relu | quick_gelu (CLIP: v * sigmoid(1.702 v)).
 //   VARIANT=cpu: each invocation computes a 4-element chunk as vec4 (V = vec4<f32>); VEC4=1
 //                binds the arrays as vec4<f32> (needs n % 4 == 0, or count % 4 == 0
 //                without bias), else four bounds-checked scalar loads.
@@ -30,6 +30,8 @@ fn actf(v: V) -> V {
   return v / (V(1.0) + exp(min(-v, V(80.0))));
 #elif ACT == relu
   return max(v, V(0.0));
+#elif ACT == quick_gelu
+  return v / (V(1.0) + exp(min(-1.702 * v, V(80.0))));
 #elif ACT == gelu_tanh
   // 0.5 v (1 + tanh(u)) = v * sigmoid(2u): no tanh overflow for large |u|.
   let u = 0.7978845608028654 * (v + 0.044715 * v * v * v);

@@ -30,6 +30,8 @@ export function actRef1(a: Act, v: number): number {
       return Math.max(v, 0);
     case 'gelu':
       return 0.5 * v * erfc(-v / Math.SQRT2);
+    case 'quick_gelu':
+      return v / (1 + Math.exp(-1.702 * v));
     case 'gelu_tanh':
       return 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
   }

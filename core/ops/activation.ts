@@ -4,7 +4,8 @@
  * act(gate) * up. `act` is the plain form (GPT-2/BERT MLPs): out = act(x + bias?)
  * over x [rows, n] with bias [n]; `out` may be `x` itself (in place, bound once
  * read_write). `gelu` is the exact erf form (erfc to relative error < 1.2e-7),
- * `gelu_tanh` the tanh approximation. Reference: activation.ref.ts.
+ * `gelu_tanh` the tanh approximation, `quick_gelu` CLIP's x * sigmoid(1.702 x).
+ * Reference: activation.ref.ts.
  */
 import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
@@ -12,7 +13,7 @@ import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 
-export type Act = 'silu' | 'gelu' | 'gelu_tanh' | 'relu';
+export type Act = 'silu' | 'gelu' | 'gelu_tanh' | 'relu' | 'quick_gelu';
 
 const layout = uniformLayout([
   ['count', 'u32'], // output elements

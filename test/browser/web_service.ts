@@ -42,8 +42,8 @@ export interface WebService extends TestService {
   close(): Promise<void>;
 }
 
-export async function startWebService(): Promise<WebService> {
-  const [distDir, ts] = await Promise.all([buildWebApp(), startTestService()]);
+export async function startWebService(overrides: Parameters<typeof startTestService>[0] = {}): Promise<WebService> {
+  const [distDir, ts] = await Promise.all([buildWebApp(), startTestService(overrides)]);
   let inf: Hono | undefined;
   let mgmt: Hono | undefined;
   const a = await listenOn((r) => inf!.fetch(r));

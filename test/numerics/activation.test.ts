@@ -11,7 +11,7 @@ import type { GpuContext } from '../../core/gpu/context.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, TOL_F32 } from '../helpers/gpu.ts';
 
-const ACTS: Act[] = ['silu', 'gelu', 'gelu_tanh', 'relu'];
+const ACTS: Act[] = ['silu', 'gelu', 'gelu_tanh', 'relu', 'quick_gelu'];
 const SHAPES: [number, number][] = [
   [1, 1],
   [1, 3],

@@ -99,10 +99,10 @@ const errorText = (data: string): string => {
   }
 };
 
-/** POST /generate_stream with `text` and the parameters. */
-export function streamGenerate(group: string, text: string, p: Params, sink: Sink): Run {
+/** POST /generate_stream (or /image_generate_stream, same shapes) with `text` and the parameters. */
+export function streamGenerate(group: string, text: string, p: Params, sink: Sink, path: 'generate_stream' | 'image_generate_stream' = 'generate_stream'): Run {
   return serverRun(sink, async (signal, s) => {
-    const res = await apiFetch('inference', 'generate_stream', { method: 'POST', body: JSON.stringify({ ...p, text, consumer_group: group }), signal });
+    const res = await apiFetch('inference', path, { method: 'POST', body: JSON.stringify({ ...p, text, consumer_group: group }), signal });
     s.started(res.headers.get('x-request-id'));
     for await (const ev of readSse(res.body!)) {
       if (ev.event === 'done') {

@@ -3,7 +3,12 @@
  * model, write a prompt or chat, set sampling parameters and constraints,
  * and watch the output stream with a live tokens/s readout. Stop cancels on
  * the server (POST /cancel/{x-request-id}) and aborts the stream.
+ * Image readers (and an in-tab LLaVA) take attachments: each file is read as
+ * a data URL and a short `<image:name>` tag goes into the prompt at the
+ * cursor; at send time the tags become `<image:data:...>` and the request
+ * goes to /image_generate_stream (in the tab: GenerateRequest.images).
  */
+import { dataUrlBytes, imageUrls, mapImageTags } from '../../../core/images/prompt.ts';
 import type { ChatMessage } from '../../../core/tokenizer/chat_template.ts';
 import { apiFetch, getJson, type Status } from '../api.ts';
 import { browserModel, onBrowserModel } from '../browser_mode.ts';
@@ -48,7 +53,27 @@ export function playgroundPage(): Page {
   const schema = h('textarea#pg-schema.mono', { rows: 4, placeholder: '{"type": "object", "properties": {...}}' });
   const regex = h('input#pg-regex.mono', { placeholder: '[A-Z][a-z]+' });
   const backend = h('select#pg-backend', h('option', { value: '' }, 'native (default)'), h('option', { value: 'outlines' }, 'outlines'));
-  const images = h('input#pg-images', { type: 'file', accept: 'image/*', multiple: true, disabled: true });
+  const images = h('input#pg-images', { type: 'file', accept: 'image/png,image/jpeg', multiple: true, disabled: true });
+  const imagesNote = h('p.muted.small#pg-images-note');
+  /** Attachment name (as in its `<image:name>` tag) -> data URL. */
+  const attachments = new Map<string, string>();
+  const imageGroups = new Set<string>();
+  const withImages = (text: string): string => text.replace(/<image:([^\s<>]+)>/g, (m, n: string) => (attachments.has(n) ? `<image:${attachments.get(n)}>` : m));
+  images.addEventListener('change', () => {
+    for (const f of [...(images.files ?? [])]) {
+      const rd = new FileReader();
+      rd.onload = () => {
+        let name = f.name.replace(/[\s<>]/g, '_') || 'image';
+        for (let i = 2; attachments.has(name); i++) name = `${i}-${name}`;
+        attachments.set(name, String(rd.result));
+        const at = prompt.selectionStart ?? prompt.value.length;
+        prompt.value = `${prompt.value.slice(0, at)}<image:${name}>${prompt.value.slice(at)}`;
+        sync();
+      };
+      rd.readAsDataURL(f);
+    }
+    images.value = '';
+  });
   const formError = h('div#pg-form-error.error');
 
   // --- run controls and output ---
@@ -93,6 +118,11 @@ export function playgroundPage(): Page {
     out.hidden = mode.value === 'chat';
     transcriptBox.hidden = mode.value !== 'chat';
     regex.disabled = mode.value === 'chat' && !inTab;
+    const imageOk = mode.value === 'prompt' && (inTab ? !!browserModel()?.info.imageInput : imageGroups.has(target.value));
+    images.disabled = !imageOk;
+    imagesNote.textContent = imageOk
+      ? `Each file adds an <image:name> tag at the cursor (PNG or JPEG).${attachments.size ? ` Attached: ${[...attachments.keys()].join(', ')}.` : ''}`
+      : 'For image-to-text readers (e.g. LLaVA), in Prompt mode: this target takes text only.';
   };
   mode.addEventListener('change', sync);
   target.addEventListener('change', sync);
@@ -104,8 +134,10 @@ export function playgroundPage(): Page {
     if (bm) opts.push(h('option', { value: BROWSER }, `This tab · ${bm.info.model} (WebGPU)`));
     try {
       const st = await getJson<Status>('inference', 'status');
+      imageGroups.clear();
       for (const [g, readers] of Object.entries(st.groups)) {
         const ready = readers.filter((r) => r.ready).length;
+        if (readers.some((r) => (r as { image_input?: boolean }).image_input)) imageGroups.add(g);
         opts.push(h('option', { value: g, disabled: ready === 0 }, `${g} · ${ready}/${readers.length} ready`));
       }
       formError.textContent = '';
@@ -206,12 +238,17 @@ export function playgroundPage(): Page {
     if (group === BROWSER) {
       if (!bm) return void (formError.textContent = 'the in-tab model was unloaded');
       try {
-        run = browserGenerate(bm, toReaderRequest(chat ? { messages: messages as ChatMessage[] } : prompt.value, p), sink);
+        const text = withImages(prompt.value);
+        const urls = chat ? [] : imageUrls(text);
+        const req = toReaderRequest(chat ? { messages: messages as ChatMessage[] } : urls.length ? mapImageTags(text, (_, k) => `<image:#${k}>`) : text, p);
+        if (urls.length) req.images = urls.map(dataUrlBytes);
+        run = browserGenerate(bm, req, sink);
       } catch (e) {
         sink.error((e as Error).message);
       }
     } else {
-      run = chat ? streamChat(group, messages, p, sink) : streamGenerate(group, prompt.value, p, sink);
+      const text = withImages(prompt.value);
+      run = chat ? streamChat(group, messages, p, sink) : streamGenerate(group, text, p, sink, imageGroups.has(group) && imageUrls(text).length ? 'image_generate_stream' : 'generate_stream');
     }
     void (run?.finished ?? Promise.resolve()).finally(() => {
       run = null;
@@ -277,7 +314,7 @@ export function playgroundPage(): Page {
         'section.card',
         h('h2', 'Images'),
         field('Attachments', images),
-        h('p.muted.small#pg-images-note', 'Disabled: no image-to-text reader is loaded — Weft serves text generation readers only for now.'),
+        imagesNote,
       ),
     ),
   );
