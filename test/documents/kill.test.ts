@@ -1,6 +1,8 @@
 /**
  * Crash safety with a real process: a document server in a child process
- * (child_server.ts, on-disk PGlite, a deliberately slow embedder) accepts 50
+ * (child_server.ts, a deliberately slow embedder) over each persistent store —
+ * on-disk PGlite, and PostgreSQL (a server process that outlives the killed
+ * Weft, through `pg`) — accepts 50
  * documents; while they are in flight the child is killed with SIGKILL. A new
  * child over the same data directory resumes: every accepted document
  * reaches `ready`, none is completed twice (no `READY` printed twice for a
@@ -12,8 +14,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { openPglite } from '../../server/documents/pglite.ts';
+import { openPostgres } from '../../server/documents/postgres.ts';
+import type { SqlClient } from '../../server/documents/sql_store.ts';
+import { startPgServer, type PgServer } from './backends.ts';
 import { b64, pgliteTemplate, TEMPLATE } from './helpers.ts';
 
 const CHILD = fileURLToPath(new URL('./child_server.ts', import.meta.url));
@@ -25,9 +30,9 @@ interface Child {
   exited: Promise<void>;
 }
 
-function startChild(dataDir: string): Promise<Child> {
+function startChild(dataDir: string, databaseUrl?: string): Promise<Child> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir, TEMPLATE], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir, TEMPLATE, ...(databaseUrl ? [databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
     const ready: string[] = [];
     const exited = new Promise<void>((r) => proc.once('exit', () => r()));
     let buf = '';
@@ -60,11 +65,13 @@ const until = async (cond: () => boolean | Promise<boolean>, ms: number, what: s
   }
 };
 
-describe('SIGKILL while 50 documents are in flight', () => {
+describe.each(['pglite', 'postgres'] as const)('SIGKILL while 50 documents are in flight (%s)', (backend) => {
   it('a restarted server finishes every accepted document exactly once', async () => {
     await pgliteTemplate(); // make sure the cached template exists
     const dataDir = mkdtempSync(join(tmpdir(), 'weft-docs-kill-'));
-    const first = await startChild(dataDir);
+    const server: PgServer | null = backend === 'postgres' ? await startPgServer() : null;
+    onTestFinished(() => server?.stop()); // also when the test fails before its end
+    const first = await startChild(dataDir, server?.url);
     const files = Array.from({ length: 50 }, (_, d) => ({
       name: `doc${d}.txt`, doc_id: null, path: '', category: 'kb',
       bytes: b64(Array.from({ length: 6 }, (_, i) => `Document ${d} has sentence ${i} about crash safety.`).join(' ')),
@@ -80,7 +87,7 @@ describe('SIGKILL while 50 documents are in flight', () => {
     expect(doneBeforeKill).toBeLessThan(50);
     console.info(`killed with ${doneBeforeKill} of 50 documents ready`);
 
-    const second = await startChild(dataDir);
+    const second = await startChild(dataDir, server?.url);
     try {
       await until(async () => {
         const states = await Promise.all(ids.map(async (id) => (await call(second.port, `/api/v1/document/${id}`)).body.state));
@@ -95,7 +102,7 @@ describe('SIGKILL while 50 documents are in flight', () => {
     expect([...completions.values()].every((n) => n === 1)).toBe(true);
     expect(second.ready.length).toBeGreaterThanOrEqual(50 - doneBeforeKill - 2); // a kill between commit and print loses at most a line per worker
 
-    const db = await openPglite(dataDir);
+    const db: SqlClient = server ? await openPostgres(server.url, { max: 1 }) : await openPglite(dataDir);
     try {
       const docs = (await db.query<{ doc_id: string; state: string; chunk_count: number; rows: number; distinct_idx: number; max_idx: number | null }>(
         `SELECT d.doc_id, d.state, d.chunk_count, count(c.idx)::int AS rows, count(DISTINCT c.idx)::int AS distinct_idx, max(c.idx) AS max_idx
@@ -112,6 +119,7 @@ describe('SIGKILL while 50 documents are in flight', () => {
       expect(orphans.rows[0]!.n).toBe(0);
     } finally {
       await db.close();
+      await server?.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });

@@ -1,6 +1,8 @@
 /**
  * Persistence and resume, in-process, with the BERT fixture embedder on a GPU
- * context and an on-disk PGlite store in a temp directory:
+ * context, over each persistent store: an on-disk PGlite store in a temp
+ * directory, and PostgreSQL through `pg` (a server process that outlives the
+ * two services, as a database server outlives a restarted Weft):
  *  - a worker is stopped mid-job (its embed call held by a gate): the
  *    document is `embedding`, the others `queued`; the service closes;
  *  - a new service over the same directory resumes at start-up (no request
@@ -18,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Embedder } from '../../core/documents/embedder.ts';
 import { prepareGpuEnv } from '../../core/gpu/device.ts';
 import { loadEmbedder } from '../../server/documents/embedder.ts';
+import { startPgServer } from './backends.ts';
 import { b64, documentsApp, gated, json, waitReady } from './helpers.ts';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/encoders/bert', import.meta.url));
@@ -30,12 +33,22 @@ beforeAll(async () => {
 });
 afterAll(() => embedder?.close());
 
-describe('restart resumes unfinished documents', () => {
-  it('stop mid-job, reopen the same data directory: every document reaches ready, chunks written once', async () => {
+/** A persistent store: the config that opens it, and how to dispose of it. */
+async function persistent(backend: 'pglite' | 'postgres'): Promise<{ config: Record<string, unknown>; dispose(): Promise<void> }> {
+  if (backend === 'pglite') {
     const dataDir = mkdtempSync(join(tmpdir(), 'weft-docs-restart-'));
+    return { config: { dataDir }, dispose: async () => rmSync(dataDir, { recursive: true, force: true }) };
+  }
+  const server = await startPgServer();
+  return { config: { databaseUrl: server.url, databasePool: 1 }, dispose: () => server.stop() };
+}
+
+describe.each(['pglite', 'postgres'] as const)('restart resumes unfinished documents (%s)', (backend) => {
+  it('stop mid-job, reopen the same store: every document reaches ready, chunks written once', async () => {
+    const db = await persistent(backend);
     const texts = [0, 1, 2].map((d) => Array.from({ length: 8 }, (_, i) => `Document ${d} sentence ${i} speaks of lakes and hills.`).join(' '));
     const gate = gated(embedder);
-    const first = await documentsApp({ embedder: gate.embedder, config: { dataDir, workers: 1 } });
+    const first = await documentsApp({ embedder: gate.embedder, config: { ...db.config, workers: 1 } });
     const res = await first.app.request('/api/v1/documents', json({ files: texts.map((t, i) => ({ name: `d${i}.txt`, bytes: b64(t), path: '', category: 'kb' })), chunk_units: 24, chunk_overlap: 4 }));
     expect(res.status).toBe(202);
     const ids = ((await res.json()) as { accepted: { doc_id: string }[] }).accepted.map((e) => e.doc_id);
@@ -46,7 +59,7 @@ describe('restart resumes unfinished documents', () => {
     expect(first.docs.hasExistingStore()).toBe(true);
 
     const seen: string[] = [];
-    const second = await documentsApp({ embedder, config: { dataDir }, onState: (id, s) => seen.push(`${ids.indexOf(id)}:${s}`) });
+    const second = await documentsApp({ embedder, config: db.config, onState: (id, s) => seen.push(`${ids.indexOf(id)}:${s}`) });
     try {
       // Resumes at start-up: the first request finds the work already going.
       const recs = [];
@@ -68,7 +81,7 @@ describe('restart resumes unfinished documents', () => {
       expect(await store.requeueInProgress()).toBe(0);
     } finally {
       await second.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      await db.dispose();
     }
   });
 });
