@@ -101,6 +101,10 @@ export interface CaseResult {
   recordMs?: number;
   /** Weft: median round trip of an empty step (submit + 16-byte readback), ms. */
   syncMs?: number;
+  /** Weft: mean dispatches per decode step (forward + sampling). */
+  dispatches?: number;
+  /** Weft: how decode steps ran, e.g. "megakernel 63/63", or why the megakernel is off. */
+  decodePath?: string;
   batch?: BatchFigures[];
   loadAvg: [number, number];
   wallSec: number;
@@ -128,6 +132,8 @@ function logErr(s: string): void {
 interface StepRecord {
   ms: number;
   recordMs: number;
+  dispatches: number;
+  megakernel: boolean;
   promptTokens: number;
   tokens: number;
 }
@@ -144,9 +150,13 @@ async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
   // Instrument: each engine step, and the CPU-side recording inside it.
   let steps: StepRecord[] = [];
   let recordMs = 0;
+  let lastRec: { dispatches: number } | null = null;
+  let lastMega = false;
   const model = loaded.model;
   const record = model.record.bind(model);
   model.record = async (rec, s: StepInputs) => {
+    lastRec = rec;
+    lastMega = model.decodePath(s) === 'megakernel';
     const a = performance.now();
     const r = await record(rec, s);
     recordMs += performance.now() - a;
@@ -159,7 +169,7 @@ async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
     const a = performance.now();
     const r = await step(plan, rows);
     const promptTokens = plan.scheduled.reduce((n, s) => n + (s.sample ? s.count - 1 : s.count), 0);
-    steps.push({ ms: performance.now() - a, recordMs, promptTokens, tokens: r.tokens });
+    steps.push({ ms: performance.now() - a, recordMs, dispatches: lastRec?.dispatches ?? NaN, megakernel: lastMega, promptTokens, tokens: r.tokens });
     return r;
   };
 
@@ -218,6 +228,11 @@ async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
       stepMs: mean(decodeSteps.map((s) => s.ms)),
       recordMs: mean(decodeSteps.map((s) => s.recordMs)),
       syncMs: median(trips),
+      dispatches: mean(decodeSteps.map((s) => s.dispatches)),
+      decodePath:
+        model.megakernelOff === null
+          ? `megakernel ${decodeSteps.filter((s) => s.megakernel).length}/${decodeSteps.length}`
+          : `generic (megakernel off: ${model.megakernelOff})`,
     });
   } else {
     // Distinct prompts per request (last prompt token varied) so no two requests are alike.
@@ -230,7 +245,9 @@ async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
     const levels = spec.batch ?? [1, 4, 16];
     const maxN = Math.max(...levels);
     const t = performance.now();
-    for (let i = 0; i < spec.warmup; i++) await Promise.all(Array.from({ length: maxN }, (_, k) => one(promptFor(k))));
+    // Warm up at every level: each batch size may take its own kernels (the decode megakernel
+    // compiles one variant per rows-per-workgroup), which must not land in a timed run.
+    for (let i = 0; i < spec.warmup; i++) for (const n of [maxN, ...levels.filter((l) => l !== maxN)]) await Promise.all(Array.from({ length: n }, (_, k) => one(promptFor(k))));
     out.warmupMs = performance.now() - t;
     const figures: BatchFigures[] = [];
     let ref1: number[] | undefined;
@@ -647,11 +664,13 @@ export function markdownGenerate(rep: GenerateBenchReport): string {
   }
   const wefts = rep.cases.filter((c) => c.kind === 'weft' && c.stepMs !== undefined && Number.isFinite(c.stepMs));
   if (wefts.length) {
-    out.push('Weft decode step breakdown (mean over decode steps): CPU time recording the step (encoding, bind groups, uniforms) vs the rest (submit, GPU work, id readback); "round trip" is an empty submit + 16-byte readback (median of 20), the fixed synchronisation cost every step pays.');
+    out.push('Weft decode step breakdown (mean over decode steps): CPU time recording the step (encoding, bind groups, uniforms) vs the rest (submit, GPU work, id readback); "round trip" is an empty submit + 16-byte readback (median of 20), the fixed synchronisation cost every step pays; dispatches per decode step (forward + sampling) and the decode path (the single-dispatch decode megakernel, docs/kernels.md, or the generic per-op path).');
     out.push('');
-    out.push('| engine | model | step ms | recording ms | submit + GPU + readback ms | round trip ms |');
-    out.push('|---|---|---:|---:|---:|---:|');
-    for (const c of wefts) out.push(`| ${caseName(c)} | ${c.modelLabel} | ${fmt(c.stepMs)} | ${fmt(c.recordMs)} | ${fmt(c.stepMs! - c.recordMs!)} | ${fmt(c.syncMs)} |`);
+    out.push('| engine | model | step ms | recording ms | submit + GPU + readback ms | round trip ms | dispatches / step | decode path |');
+    out.push('|---|---|---:|---:|---:|---:|---:|---|');
+    for (const c of wefts) {
+      out.push(`| ${caseName(c)} | ${c.modelLabel} | ${fmt(c.stepMs)} | ${fmt(c.recordMs)} | ${fmt(c.stepMs! - c.recordMs!)} | ${fmt(c.syncMs)} | ${fmt(c.dispatches)} | ${c.decodePath ?? '–'} |`);
+    }
     out.push('');
   }
   out.push('Runtimes:');

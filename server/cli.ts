@@ -5,11 +5,15 @@
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
  *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
+ *   weft reader   --model PATH --listen HOST:PORT [--token T] [--backend B] ...
+ *                 loads one reader and serves it to servers that attach it
+ *                 with `remote: host:port` (server/readers/remote_server.ts)
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
  * `{"text", "token_ids", ...}` object instead, for scripts. Temperature 0
  * means greedy decoding.
  */
+import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { GpuContext } from '../core/gpu/context.ts';
 import { loadDecoder } from '../core/models/load.ts';
@@ -22,7 +26,9 @@ const USAGE = `usage:
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
-  weft device [--backend NAME]`;
+  weft device [--backend NAME]
+  weft reader --listen HOST:PORT [--token T] [--model DIR_OR_GGUF] [--backend NAME]
+              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]`;
 
 function num(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -98,6 +104,77 @@ async function device(argv: string[]): Promise<number> {
   return 0;
 }
 
+/**
+ * `weft reader`: loads the model, listens, prints one JSON line
+ * `{"listening": {"host", "port"}, "reader_id", "model", "device", "backend"}`
+ * on stdout (port 0 binds an ephemeral port: read it there), and serves until
+ * SIGINT / SIGTERM. The token comes from --token or WEFT_READER_TOKEN; without
+ * one, any client may attach (loopback only, or a private network).
+ */
+async function reader(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      model: { type: 'string' },
+      listen: { type: 'string' },
+      token: { type: 'string' },
+      backend: { type: 'string' },
+      dtype: { type: 'string' },
+      'max-batch-size': { type: 'string' },
+      'max-context': { type: 'string' },
+      'page-cache-size': { type: 'string' },
+      type: { type: 'string' },
+      'reader-id': { type: 'string' },
+    },
+  });
+  if (!values.listen) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const { splitHostPort } = await import('./readers/remote_frames.ts');
+  const { parseReaderSpec } = await import('./readers/spec.ts');
+  const { openReader } = await import('./readers/open_reader.ts');
+  const { listenRemoteReader } = await import('./readers/remote_server.ts');
+  const { prepareGpuEnv } = await import('../core/gpu/device.ts');
+  const { createLogger } = await import('./log.ts');
+  let addr: { host: string; port: number };
+  try {
+    addr = splitHostPort(values.listen);
+  } catch (e) {
+    throw new WeftError('invalid_argument', `--listen: ${(e as Error).message}`);
+  }
+  const spec = parseReaderSpec(
+    {
+      model: values.model ?? DEFAULT_MODEL_DIR,
+      backend: values.backend,
+      dtype: values.dtype,
+      max_batch_size: num(values['max-batch-size'], 'max-batch-size'),
+      max_context: num(values['max-context'], 'max-context'),
+      page_cache_size: values['page-cache-size'],
+      type: values.type,
+    },
+    { model: DEFAULT_MODEL_DIR },
+  );
+  const token = values.token ?? process.env.WEFT_READER_TOKEN ?? null;
+  const log = createLogger({ timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS, color: false });
+  if (token === null && !/^(127\.|localhost$|::1$)/.test(addr.host)) log('listening without a token on a non-loopback address: any client can attach', {}, 'warn');
+  prepareGpuEnv();
+  const readerId = values['reader-id'] ?? `reader@${hostname()}`;
+  const api = await openReader({ readerId, spec }, spec.backend, { probe: true });
+  const srv = await listenRemoteReader(api, { host: addr.host, port: addr.port, token, log: (m, f) => log(m, f) });
+  const info = api.info();
+  process.stdout.write(`${JSON.stringify({ listening: { host: srv.host, port: srv.port }, reader_id: info.readerId, model: info.model, device: info.device, backend: info.backend })}\n`);
+  log('reader listening', { host: srv.host, port: srv.port, model: info.model, backend: info.backend });
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  log('reader shutting down', { connections: srv.connections() });
+  await srv.close();
+  setTimeout(() => process.exit(0), 200).unref(); // the GPU device may hold the event loop open
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   try {
@@ -106,6 +183,8 @@ export async function main(argv: string[]): Promise<number> {
         return await generate(rest);
       case 'device':
         return await device(rest);
+      case 'reader':
+        return await reader(rest);
       case 'serve': {
         const { serve } = await import('./main.ts');
         return await serve(rest);

@@ -8,6 +8,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { InvalidRequestError } from '../core/errors.ts';
 import { parseBytes } from '../core/engine/sizes.ts';
+import { MAX_SPECULATIVE_TOKENS } from '../core/engine/speculative.ts';
+import { checkDocumentsSection } from './documents/config.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
 
 export interface ServiceConfig {
@@ -31,12 +33,21 @@ export interface ServiceConfig {
   kvstoreMaxMemory: number;
   /** Bound on one prompt string, bytes. */
   maxPromptStringBytes: number;
+  /** Image-to-text: largest image (encoded bytes), most images per prompt, http(s) fetching and its timeout, private targets. */
+  imageMaxBytes: number;
+  imageMaxCount: number;
+  imageFetch: boolean;
+  imageFetchTimeoutMs: number;
+  imageFetchAllowPrivate: boolean;
   pageCacheSize: string | null;
   /** Readers' batch size when their entry sets none (generative: sequences per step; encoders: inputs per batch); null = per model. */
   maxBatchSize: number | null;
   /** Encoder readers' longest wait before a partial batch runs, ms, when their entry sets none; null = 5. */
   batchDurationMillis: number | null;
+  /** Draft model (directory or .gguf) for speculative decoding in the default reader; null = none. */
   assistantName: string | null;
+  /** Draft tokens the default reader verifies per step (null = 4). */
+  speculativeTokens: number | null;
   logDisableTimestamps: boolean;
   noColor: boolean;
   /** Bearer tokens accepted on inference APIs; empty = no auth. */
@@ -49,6 +60,12 @@ export interface ServiceConfig {
   aipPredictRoute: string;
   aipHealthRoute: string;
   backend: string;
+  /**
+   * The `documents:` mapping (document loading; keys in docs/documents.md), as written in the
+   * file: checked here (unknown keys and bad values refused), resolved with the
+   * WEFT_DOCUMENTS_* variables over it by server/documents/config.ts.
+   */
+  documents?: Record<string, unknown> | null;
 }
 
 export const DEFAULTS: ServiceConfig = {
@@ -65,10 +82,16 @@ export const DEFAULTS: ServiceConfig = {
   readers: [],
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
+  imageMaxBytes: 10e6,
+  imageMaxCount: 8,
+  imageFetch: true,
+  imageFetchTimeoutMs: 10_000,
+  imageFetchAllowPrivate: false,
   pageCacheSize: null,
   maxBatchSize: null,
   batchDurationMillis: null,
   assistantName: null,
+  speculativeTokens: null,
   logDisableTimestamps: false,
   noColor: false,
   apiKeys: [],
@@ -80,7 +103,7 @@ export const DEFAULTS: ServiceConfig = {
   backend: 'auto',
 };
 
-type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array';
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents';
 const KEYS: Record<keyof ServiceConfig, Kind> = {
   host: 'string',
   port: 'int',
@@ -95,10 +118,16 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   readers: 'array',
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',
+  imageMaxBytes: 'bytes',
+  imageMaxCount: 'int',
+  imageFetch: 'bool',
+  imageFetchTimeoutMs: 'int',
+  imageFetchAllowPrivate: 'bool',
   pageCacheSize: 'nullable',
   maxBatchSize: 'nullable_int',
   batchDurationMillis: 'nullable_int',
   assistantName: 'nullable',
+  speculativeTokens: 'nullable_int',
   logDisableTimestamps: 'bool',
   noColor: 'bool',
   apiKeys: 'list',
@@ -108,6 +137,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   aipPredictRoute: 'string',
   aipHealthRoute: 'string',
   backend: 'string',
+  documents: 'documents',
 };
 
 /** Variables whose names follow another convention than WEFT_<KEY>. */
@@ -145,6 +175,8 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
       if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v;
       if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter(Boolean);
       return bad('a list of strings');
+    case 'documents':
+      return checkDocumentsSection(v);
     case 'array':
       if (Array.isArray(v)) return v;
       if (typeof v === 'string') {
@@ -184,6 +216,7 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
     }
   }
   for (const key of Object.keys(KEYS) as (keyof ServiceConfig)[]) {
+    if (KEYS[key] === 'documents') continue; // one WEFT_DOCUMENTS_<KEY> variable per key, read by server/documents/config.ts
     const name = ENV_NAMES[key] ?? `WEFT_${snake(key).toUpperCase()}`;
     const v = env[name];
     if (v === undefined) continue;
@@ -197,9 +230,16 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   };
   range('maxBatchSize', 1, 256);
   range('batchDurationMillis', 0, 60_000);
+  const k = out.speculativeTokens;
+  if (k !== null && (k < 1 || k > MAX_SPECULATIVE_TOKENS)) {
+    throw new InvalidRequestError('invalid_config', `config speculative_tokens: expected an integer in [1, ${MAX_SPECULATIVE_TOKENS}], got ${k}`, { key: 'speculative_tokens' });
+  }
   if (out.assistantName) {
-    // Refused, not ignored: a user who sets a draft model must not silently get none.
-    throw new InvalidRequestError('unsupported_setting', 'assistant_name (speculative decoding) is not supported by this version', { key: 'assistant_name' });
+    // Checked here so a typo fails at start-up rather than as a reader that never speculates.
+    if (!out.model) throw new InvalidRequestError('invalid_config', 'config assistant_name: the draft model needs a default model (model / WEFT_MODEL)', { key: 'assistant_name' });
+    if (!existsSync(out.assistantName)) {
+      throw new InvalidRequestError('invalid_config', `config assistant_name: ${out.assistantName} does not exist (a model directory or .gguf file)`, { key: 'assistant_name' });
+    }
   }
   return out;
 }

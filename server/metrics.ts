@@ -48,13 +48,36 @@ export class Histogram {
   }
 }
 
-export function gauge(name: string, help: string, samples: [Record<string, string>, number][]): string {
-  const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`];
+export function gauge(name: string, help: string, samples: [Record<string, string>, number][], type: 'gauge' | 'counter' = 'gauge'): string {
+  const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
   for (const [labels, v] of samples) {
     const l = Object.entries(labels).map(([k, x]) => `${k}="${x.replace(/["\\\n]/g, '_')}"`).join(',');
     lines.push(`${name}${l ? `{${l}}` : ''} ${v}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** A counter with labels, one sample per label set (values kept by the caller). */
+export function counterFamily(name: string, help: string, samples: [Record<string, string>, number][]): string {
+  return gauge(name, help, samples).replace(`# TYPE ${name} gauge`, `# TYPE ${name} counter`);
+}
+
+/** Labelled counters whose totals live in the readers (read at scrape time), e.g. speculative draft tokens. */
+export function readerCounter(name: string, help: string, samples: [Record<string, string>, number][]): string {
+  return gauge(name, help, samples, 'counter');
+}
+
+/**
+ * Speculative decoding per reader with a draft: tokens proposed and accepted
+ * (counters) and the acceptance rate so far (gauge).
+ */
+export function speculativeMetrics(samples: [Record<string, string>, { proposed: number; accepted: number }][]): string {
+  if (!samples.length) return '';
+  return (
+    readerCounter('weft_speculative_draft_tokens_total', 'Draft tokens proposed to the target for verification (speculative decoding).', samples.map(([l, s]) => [l, s.proposed])) +
+    readerCounter('weft_speculative_accepted_tokens_total', 'Draft tokens the target accepted (speculative decoding).', samples.map(([l, s]) => [l, s.accepted])) +
+    gauge('weft_speculative_acceptance_rate', 'Accepted / proposed draft tokens since the reader started.', samples.filter(([, s]) => s.proposed > 0).map(([l, s]) => [l, s.accepted / s.proposed]))
+  );
 }
 
 export class Metrics {

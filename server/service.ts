@@ -37,6 +37,7 @@ export class Service {
 
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
+    this.readers.log = this.log;
     this.version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
   }
 
@@ -50,6 +51,8 @@ export class Service {
           readerId: 'primary-0',
           ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
           ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
+          ...(this.config.assistantName ? { assistantModel: this.config.assistantName } : {}),
+          ...(this.config.assistantName && this.config.speculativeTokens !== null ? { speculativeTokens: this.config.speculativeTokens } : {}),
         }),
       );
     }
@@ -91,7 +94,7 @@ export class Service {
       this.metrics.rejected.inc();
       throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
     }
-    const reader = this.readers.pick(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' });
+    const reader = await this.readers.acquire(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' }, signal);
     const id = req.id ?? this.newRequestId();
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
@@ -166,7 +169,7 @@ export class Service {
       this.metrics.rejected.inc();
       throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
     }
-    const reader = this.readers.pick(group ?? this.config.consumerGroup, need);
+    const reader = await this.readers.acquire(group ?? this.config.consumerGroup, need, signal);
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
     signal.addEventListener('abort', onAbort, { once: true });

@@ -7,13 +7,15 @@
  * its own sampling parameters, stop rules, constraint and AbortSignal.
  */
 import { CancelledError, InvalidRequestError } from '../errors.ts';
-import { validateSampling, type SamplingParams } from '../sampling/params.ts';
+import { GREEDY, validateSampling, type SamplingParams } from '../sampling/params.ts';
 import { IncrementalDecoder } from '../tokenizer/incremental.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { Channel } from './channel.ts';
-import type { KvCacheManager } from './kv_cache.ts';
+import type { KvCacheManager, Salt } from './kv_cache.ts';
 import type { Runner, RowSampling } from './runner.ts';
-import { Scheduler, type SchedSeq, type SchedulerConfig } from './scheduler.ts';
+import { Scheduler, type PromptEmbeds, type ScheduledSeq, type SchedSeq, type SchedulerConfig, type StepPlan } from './scheduler.ts';
+import type { Speculator } from './speculative.ts';
+import { processedProbs, uniformStream, verifyGreedy, verifySampled, type Verdict } from './speculative_sampling.ts';
 import { bannedNgramTokens, StopMatcher } from './stops.ts';
 
 /** A constraint on the tokens a request may produce (structured output). */
@@ -43,6 +45,10 @@ export interface GenerateOptions {
   constraint?: TokenConstraint;
   /** Caller-chosen id (for cancellation by id); generated if absent. */
   id?: string;
+  /** Image-to-text: rows over the prompt's image placeholder positions (token-id prompts only). */
+  embeds?: PromptEmbeds;
+  /** Prefix-cache salt of the prompt (image content hashes, see prompt_embeds.ts imageSalt). */
+  salt?: Salt;
 }
 
 export type FinishReason = 'length' | 'stop' | 'eos' | 'cancelled' | 'constraint' | 'error';
@@ -84,6 +90,17 @@ interface Active {
   maxNew: number;
 }
 
+/** A sequence verified with draft tokens this step. */
+interface SpecEntry {
+  a: Active;
+  /** Draft distributions (sampled requests). */
+  q?: Float64Array[];
+  /** Draft tokens the draft fed (its cache holds their K/V up to L + drafted - 2). */
+  drafted: number;
+  /** This round's uniform draws (draft proposals, then acceptance tests and the final draw). */
+  rand: () => number;
+}
+
 let nextId = 0;
 
 export class Engine {
@@ -91,6 +108,8 @@ export class Engine {
   private readonly active = new Map<string, Active>();
   private looping = false;
   private readonly vocab: number;
+  /** Draft model for speculative decoding, when attached. */
+  speculator: Speculator | null = null;
 
   constructor(
     readonly runner: Runner,
@@ -138,7 +157,11 @@ export class Engine {
     }
     const id = opts.id ?? `req-${++nextId}`;
     if (this.active.has(id)) throw new InvalidRequestError('duplicate_request_id', `request id ${id} is in use`);
-    const seq: SchedSeq = { id, tokens: ids, computed: 0, salt: '', state: 'waiting', preemptions: 0, cancelled: false };
+    const e = opts.embeds;
+    if (e && (e.rows.length !== e.positions.length * e.width || e.positions.some((p) => p >= ids.length))) {
+      throw new InvalidRequestError('invalid_embeds', 'embedding rows do not match the prompt positions');
+    }
+    const seq: SchedSeq = { id, tokens: ids, computed: 0, salt: opts.salt ?? '', state: 'waiting', preemptions: 0, cancelled: false, ...(e ? { embeds: e } : {}) };
     const channel = new Channel<GenerationEvent>(() => this.cancel(id));
     const a: Active = {
       seq,
@@ -195,7 +218,89 @@ export class Engine {
     };
   }
 
+  /**
+   * Attaches a draft model (same vocabulary; see speculative.ts). The target
+   * must have been loaded with logit rows for maxSeqs * (k + 1) positions.
+   */
+  setSpeculator(spec: Speculator | null): void {
+    if (spec) {
+      if (spec.runner.model.cfg.vocabSize !== this.vocab) throw new Error(`draft vocabulary ${spec.runner.model.cfg.vocabSize} != target ${this.vocab}`);
+      const geo = this.runner.model.geo;
+      if ((geo.maxLogitRows ?? geo.maxSeqs) < geo.maxSeqs + spec.k) throw new Error('the target was loaded without logit rows for speculative verification (maxLogitRows)');
+    }
+    this.speculator = spec;
+  }
+
+  /**
+   * Whether a request may take draft tokens: no constraint mask, no token
+   * bans (min_new_tokens pending, no_repeat_ngram) and no penalties, which
+   * depend on the tokens before each position; no image rows.
+   */
+  private canSpeculate(a: Active): boolean {
+    const p = a.sampling;
+    // Image rows (embeds) are the target's own embeddings: a text-only draft cannot read them.
+    if (a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds) return false;
+    if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return false;
+    return a.generated.length >= (a.opts.minNewTokens ?? 0) || !!a.opts.ignoreEos;
+  }
+
+  /**
+   * Asks the draft for tokens for the decoding sequences of `plan` and turns
+   * their entries into verification entries (count 1 + n, `draft` set),
+   * within the step's token and logit-row capacity and the KV pool.
+   */
+  private async speculate(plan: StepPlan, sampled: readonly ScheduledSeq[]): Promise<Map<ScheduledSeq, SpecEntry>> {
+    const spec = this.speculator!;
+    const geo = this.runner.model.geo;
+    let tokens = plan.tokens;
+    let rows = sampled.length;
+    const cands: { s: ScheduledSeq; a: Active; k: number; rand: () => number }[] = [];
+    for (const s of sampled) {
+      const a = this.active.get(s.seq.id);
+      if (!a || s.seq.cancelled || s.count !== 1 || s.start !== s.seq.tokens.length - 1 || !this.canSpeculate(a)) continue;
+      // Sampled requests draw their first token as a plain run does (a prefix-cache hit must not change it).
+      if (a.sampling.temperature > 0 && a.generated.length === 0) continue;
+      const k = Math.min(spec.k, a.maxNew - a.generated.length - 1, geo.maxTokens - tokens, (geo.maxLogitRows ?? geo.maxSeqs) - rows);
+      if (k < 1) continue;
+      tokens += k;
+      rows += k;
+      // A round's draws depend only on (seed, tokens generated so far): same history, same output.
+      cands.push({ s, a, k, rand: uniformStream(a.sampling.seed, a.generated.length) });
+    }
+    const out = new Map<ScheduledSeq, SpecEntry>();
+    if (!cands.length) return out;
+    const drafts = await spec.propose(
+      cands.map(({ s, a, k, rand }) => ({ seq: s.seq, k, params: a.sampling, rand })),
+    );
+    for (const { s, a, rand } of cands) {
+      const d = drafts.get(s.seq.id);
+      if (!d || d.tokens.length === 0 || s.seq.cancelled) continue;
+      const L = s.seq.tokens.length;
+      let n = d.tokens.length;
+      while (n > 0 && !this.runner.kv.allocate(s.seq.id, L + n)) n--;
+      if (n === 0) {
+        spec.rollback(s.seq.id, L - 1);
+        continue;
+      }
+      s.draft = d.tokens.slice(0, n);
+      s.count = 1 + n;
+      plan.tokens += n;
+      out.set(s, { a, rand, drafted: d.tokens.length, ...(d.q ? { q: d.q.slice(0, n) } : {}) });
+    }
+    return out;
+  }
+
+  /** The tokens a verification entry emits, from the target's ids (greedy) or logits (sampled) of its rows. */
+  private verdict(s: ScheduledSeq, e: SpecEntry, ids: Uint32Array, logits: Float32Array | undefined, row0: number): Verdict {
+    const n = s.draft!.length;
+    if (e.a.sampling.temperature === 0) return verifyGreedy(s.draft!, ids.subarray(row0, row0 + n + 1));
+    const V = this.vocab;
+    const p = Array.from({ length: n + 1 }, (_, i) => processedProbs(logits!.subarray((row0 + i) * V, (row0 + i + 1) * V), e.a.sampling));
+    return verifySampled(s.draft!, e.q!, p, e.rand);
+  }
+
   private finish(a: Active, reason: FinishReason): void {
+    this.speculator?.free(a.seq.id);
     this.scheduler.finish(a.seq);
     this.active.delete(a.seq.id);
     const tail = a.stops.push(a.decoder.flush()) + a.stops.flush();
@@ -250,14 +355,65 @@ export class Engine {
           }
           break;
         }
+        for (const s of plan.preempted) this.speculator?.free(s.id);
         const sampled = plan.scheduled.filter((s) => s.sample);
-        const rows = sampled.map((s) => this.row(this.active.get(s.seq.id)!));
-        const res = await this.runner.step(plan, rows);
+        const specs = this.speculator ? await this.speculate(plan, sampled) : new Map<ScheduledSeq, SpecEntry>();
+        const rows: RowSampling[] = [];
+        let needLogits = false;
+        for (const s of sampled) {
+          const e = specs.get(s);
+          if (!e) {
+            rows.push(this.row(this.active.get(s.seq.id)!));
+            continue;
+          }
+          // Greedy rows: argmax on the GPU; sampled rows: rejection sampling on the CPU from the logits.
+          const r: RowSampling = e.a.sampling.temperature === 0 ? { params: e.a.sampling, step: 0, mask: null } : { params: GREEDY, step: 0, mask: null };
+          needLogits ||= e.a.sampling.temperature > 0;
+          for (let i = 0; i <= s.draft!.length; i++) rows.push(r);
+        }
+        const res = await this.runner.step(plan, rows, needLogits ? { readLogits: true } : {});
+        // Verification entries first: append the emitted tokens, then record only the positions
+        // that hold committed tokens (count = tokens emitted), so prefix-cache blocks never see a draft.
+        const ends = new Map<ScheduledSeq, FinishReason>();
+        let row = 0;
+        const firstRow = new Map<ScheduledSeq, number>();
+        for (const s of sampled) {
+          firstRow.set(s, row);
+          row += s.draft ? s.draft.length + 1 : 1;
+        }
+        for (const [s, e] of specs) {
+          const { a } = e;
+          const L = s.seq.tokens.length;
+          if (s.seq.cancelled || !this.active.has(s.seq.id)) {
+            s.count = 1;
+            continue;
+          }
+          const v = this.verdict(s, e, res.ids, res.logits, firstRow.get(s)!);
+          this.speculator!.stats.proposed += s.draft!.length;
+          this.speculator!.stats.accepted += v.accepted;
+          let emitted = 0;
+          for (const t of v.tokens) {
+            emitted++;
+            const reason = this.accept(a, t);
+            if (reason) {
+              ends.set(s, reason);
+              break;
+            }
+          }
+          s.count = emitted;
+          this.speculator!.rollback(s.seq.id, Math.min(L + v.accepted, L + e.drafted - 1));
+        }
         this.scheduler.complete(plan);
-        sampled.forEach((s, i) => {
+        for (const s of specs.keys()) if (s.seq.state === 'running') this.runner.kv.truncate(s.seq.id, s.seq.computed);
+        for (const [s, reason] of ends) {
+          const a = this.active.get(s.seq.id);
+          if (a) this.finish(a, reason);
+        }
+        sampled.forEach((s) => {
+          if (specs.has(s)) return;
           const a = this.active.get(s.seq.id);
           if (!a || s.seq.cancelled) return;
-          const reason = this.accept(a, res.ids[i]!);
+          const reason = this.accept(a, res.ids[firstRow.get(s)!]!);
           if (reason) this.finish(a, reason);
         });
       }
@@ -269,6 +425,7 @@ export class Engine {
   }
 
   private fail(a: Active, e: unknown): void {
+    this.speculator?.free(a.seq.id);
     this.scheduler.finish(a.seq);
     this.active.delete(a.seq.id);
     a.channel.fail(e);

@@ -10,6 +10,16 @@
  * registered but evictable, least-recently-freed first.
  */
 
+/**
+ * Prefix-cache salt: one string for every block, or per block from its token
+ * range [start, end) (image-to-text: the content hashes of the images whose
+ * placeholder tokens fall in the block, so equal placeholder ids of different
+ * images never share KV).
+ */
+export type Salt = string | ((start: number, end: number) => string);
+
+const saltAt = (salt: Salt, block: number, B: number): string => (typeof salt === 'string' ? salt : salt(block * B, (block + 1) * B));
+
 export interface KvCacheStats {
   numBlocks: number;
   freeBlocks: number;
@@ -78,7 +88,7 @@ export class KvCacheManager {
    * one token is always left to compute so the step yields logits. Returns the
    * number of tokens covered.
    */
-  attachPrefix(seq: string, tokens: readonly number[], salt = ''): number {
+  attachPrefix(seq: string, tokens: readonly number[], salt: Salt = ''): number {
     if (this.tables.has(seq)) throw new Error(`kv: sequence ${seq} already has blocks`);
     const table: number[] = [];
     this.tables.set(seq, table);
@@ -88,7 +98,7 @@ export class KvCacheManager {
     const maxBlocks = Math.floor((tokens.length - 1) / B);
     let parent = -1;
     for (let i = 0; i < maxBlocks; i++) {
-      const key = this.keyFor(parent, tokens.slice(i * B, (i + 1) * B), salt);
+      const key = this.keyFor(parent, tokens.slice(i * B, (i + 1) * B), saltAt(salt, i, B));
       const block = this.keyToBlock.get(key);
       if (block === undefined) break;
       this.ref(block);
@@ -144,7 +154,7 @@ export class KvCacheManager {
    * Registers `seq`'s blocks that became full now that `tokens` (its whole
    * known token list) are computed up to `computed`.
    */
-  commit(seq: string, tokens: readonly number[], computed: number, salt = ''): void {
+  commit(seq: string, tokens: readonly number[], computed: number, salt: Salt = ''): void {
     if (!this.prefixCaching) return;
     const table = this.tables.get(seq);
     const reg = this.registered.get(seq);
@@ -152,7 +162,7 @@ export class KvCacheManager {
     const B = this.blockSize;
     const full = Math.min(Math.floor(computed / B), table.length);
     for (let i = reg.count; i < full; i++) {
-      const key = this.keyFor(reg.parent, tokens.slice(i * B, (i + 1) * B), salt);
+      const key = this.keyFor(reg.parent, tokens.slice(i * B, (i + 1) * B), saltAt(salt, i, B));
       let id = this.keyIds.get(key);
       if (id === undefined) {
         id = this.nextKeyId++;
@@ -166,6 +176,22 @@ export class KvCacheManager {
       }
       reg.parent = id;
       reg.count = i + 1;
+    }
+  }
+
+  /**
+   * Shrinks `seq`'s table to the blocks that hold its first `keepTokens`
+   * tokens (speculative decoding drops the KV of rejected draft positions).
+   * Registered blocks are never dropped: they hold committed tokens only, and
+   * callers keep at least the committed ones.
+   */
+  truncate(seq: string, keepTokens: number): void {
+    const table = this.tables.get(seq);
+    if (!table) return;
+    const keep = Math.max(Math.ceil(keepTokens / this.blockSize), this.registered.get(seq)?.count ?? 0);
+    while (table.length > keep) {
+      const b = table.pop()!;
+      if (--this.refs[b]! === 0) this.freeQueue.set(b, true);
     }
   }
 

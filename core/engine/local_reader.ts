@@ -6,14 +6,15 @@
 import { InvalidRequestError } from '../errors.ts';
 import type { LoadedDecoder } from '../models/load.ts';
 import { renderChatTemplate } from '../tokenizer/chat_template.ts';
-import type { GenerationEvent } from './engine.ts';
+import { imageGeneration } from '../models/llava/generate.ts';
+import type { GenerateOptions, GenerationEvent } from './engine.ts';
 import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
 import { validateRequest } from './reader_api.ts';
 
 export class LocalReader implements ReaderApi {
   constructor(
     readonly loaded: LoadedDecoder,
-    private readonly meta: { readerId: string; model: string; device: string; backend: string },
+    private readonly meta: { readerId: string; model: string; device: string; backend: string; speculative?: ReaderInfo['speculative'] },
     private readonly compileConstraint?: ConstraintCompiler,
   ) {}
 
@@ -26,6 +27,7 @@ export class LocalReader implements ReaderApi {
       contextLength: engine.opts.scheduler.maxContext,
       vocabSize: cfg.vocabSize,
       hasChatTemplate: tokenizer.hasChatTemplate,
+      ...(this.loaded.vision ? { imageInput: true } : {}),
     };
   }
 
@@ -57,7 +59,7 @@ export class LocalReader implements ReaderApi {
     // fallback template (ChatML) does not, so the tokenizer adds BOS as usual.
     const chat = typeof req.prompt === 'object' && !Array.isArray(req.prompt) && !fallback;
     const stop = fallback && req.chatTemplateFallback?.stop?.length ? [...(req.stop ?? []), ...req.chatTemplateFallback.stop] : req.stop;
-    return this.loaded.engine.generate(prompt, {
+    const opts: GenerateOptions = {
       ...(req.maxNewTokens !== undefined ? { maxNewTokens: req.maxNewTokens } : {}),
       ...(req.minNewTokens !== undefined ? { minNewTokens: req.minNewTokens } : {}),
       ...(req.sampling ? { sampling: req.sampling } : {}),
@@ -70,7 +72,8 @@ export class LocalReader implements ReaderApi {
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
       addSpecialTokens: !chat,
-    });
+    };
+    return req.images ? imageGeneration(this.loaded, prompt, req.images, opts) : this.loaded.engine.generate(prompt, opts);
   }
 
   async cancel(id: string): Promise<boolean> {
@@ -110,6 +113,13 @@ export class LocalReader implements ReaderApi {
       kvBlocksTotal: kv.numBlocks,
       kvBlocksFree: kv.freeBlocks,
       prefixHitTokens: kv.prefixHitTokens,
+      ...(engine.speculator
+        ? {
+            draftTokensProposed: engine.speculator.stats.proposed,
+            draftTokensAccepted: engine.speculator.stats.accepted,
+            draftAcceptanceRate: engine.speculator.stats.proposed ? engine.speculator.stats.accepted / engine.speculator.stats.proposed : null,
+          }
+        : {}),
       computedTokens: engine.runner.computedTokens,
       gpuBusyMs: engine.runner.ctx.stepTimer?.busyMs ?? null,
     };

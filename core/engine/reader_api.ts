@@ -13,11 +13,16 @@ import type { SamplingParams } from '../sampling/params.ts';
 import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
 
-/** A structured-output constraint as requested (compiled by the reader). */
-export type ConstraintRequest =
-  | { kind: 'json_schema'; schema: unknown; backend?: string }
-  | { kind: 'regex'; pattern: string; backend?: string }
-  | { kind: 'json_object'; backend?: string };
+/**
+ * A structured-output constraint as requested (compiled by the reader).
+ * `backend`: 'native' (default) | 'outlines'; `whitespace`: 'none' (default) |
+ * 'compact', JSON kinds only (core/structured parseBackend / parseWhitespace).
+ */
+export type ConstraintRequest = (
+  | { kind: 'json_schema'; schema: unknown }
+  | { kind: 'regex'; pattern: string }
+  | { kind: 'json_object' }
+) & { backend?: string; whitespace?: string };
 
 /** One generation request as plain, cloneable data. */
 export interface GenerateRequest {
@@ -42,6 +47,12 @@ export interface GenerateRequest {
   chatTemplateFallback?: { template: string; stop?: string[] };
   /** Id for cancellation; assigned by the caller. */
   id?: string;
+  /**
+   * Image-to-text: the encoded bytes (PNG or JPEG) of each `<image:…>` tag of
+   * the prompt, in order (the tags only mark positions). Absent: the prompt is
+   * plain text, tags included. Readers of text-only models answer `images_not_supported`.
+   */
+  images?: Uint8Array[];
 }
 
 export interface GenerateResponse {
@@ -64,8 +75,12 @@ export interface ReaderInfo {
   contextLength: number;
   vocabSize: number;
   hasChatTemplate: boolean;
+  /** Generative readers that take images (`<image:…>` tags with GenerateRequest.images). */
+  imageInput?: boolean;
   /** Encoders: width of embedding vectors. */
   dims?: number;
+  /** Speculative decoding: the draft model and tokens per step, or why a configured draft is not used. */
+  speculative?: { assistantModel: string; tokens: number; active: boolean; reason?: string };
   /** Encoders with a classifier head: class names by index. */
   labels?: string[];
 }
@@ -75,6 +90,10 @@ export interface ReaderStats {
   waiting: number;
   kvBlocksTotal: number;
   kvBlocksFree: number;
+  /** Speculative decoding (readers with a draft): draft tokens verified, accepted, and accepted / proposed. */
+  draftTokensProposed?: number;
+  draftTokensAccepted?: number;
+  draftAcceptanceRate?: number | null;
   prefixHitTokens: number;
   computedTokens: number;
   /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */

@@ -10,6 +10,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { StepGeometry, StepInputs } from '../models/step.ts';
 import { sample, type SampleRow } from '../ops/sample.ts';
 import type { KvCacheManager } from './kv_cache.ts';
+import { EmbedCollector } from './prompt_embeds.ts';
 import type { StepPlan } from './scheduler.ts';
 
 /** A decoder the runner can drive (LlamaModel and friends). */
@@ -25,8 +26,10 @@ export interface RowSampling extends SampleRow {
 }
 
 export interface StepResult {
-  /** Sampled id per plan entry with `sample: true`, in plan order. */
+  /** Sampled id per logit row: one per plan entry with `sample: true` (1 + draft length for speculative entries), in plan order. */
   ids: Uint32Array;
+  /** With `readLogits`: the logits [rows, V] of every logit row. */
+  logits?: Float32Array;
   /** Tokens computed this step. */
   tokens: number;
 }
@@ -42,7 +45,7 @@ export class Runner {
     readonly model: StepModel,
     readonly kv: KvCacheManager,
   ) {
-    const R = model.geo.maxSeqs;
+    const R = model.geo.maxLogitRows ?? model.geo.maxSeqs;
     this.out = ctx.scratch([R], 'u32');
     ctx.timeSteps(); // GPU busy time for metrics, where the adapter has timestamp queries
     this.maskWords = Math.ceil(model.cfg.vocabSize / 32);
@@ -59,25 +62,30 @@ export class Runner {
     const slots = new Uint32Array(T);
     const blockTables = new Uint32Array(S * geo.maxBlocksPerSeq);
     const logitRows: number[] = [];
+    const embeds = new EmbedCollector();
     let t = 0;
     plan.scheduled.forEach((s, i) => {
       const table = this.kv.blockTable(s.seq.id);
       if (table.length > geo.maxBlocksPerSeq) throw new Error(`sequence ${s.seq.id} exceeds the block table width`);
       blockTables.set(table, i * geo.maxBlocksPerSeq);
+      const known = s.seq.tokens.length;
+      const firstRow = s.draft ? t + s.count - 1 - s.draft.length : -1;
       for (let k = 0; k < s.count; k++, t++) {
         const pos = s.start + k;
-        tokens[t] = s.seq.tokens[pos]!;
+        tokens[t] = pos < known ? s.seq.tokens[pos]! : s.draft![pos - known]!;
+        if (s.draft && t >= firstRow) logitRows.push(t);
         positions[t] = pos;
         tokenSeq[t] = i;
         slots[t] = table[Math.floor(pos / geo.blockSize)]! * geo.blockSize + (pos % geo.blockSize);
       }
-      if (s.sample) logitRows.push(t - 1);
+      if (s.sample && !s.draft) logitRows.push(t - 1);
+      if (s.seq.embeds) embeds.add(s.seq.embeds, s.start, s.count, t - s.count);
     });
-    return { tokens, positions, tokenSeq, slots, blockTables, numSeqs: S, logitRows: Uint32Array.from(logitRows) };
+    return { tokens, positions, tokenSeq, slots, blockTables, numSeqs: S, logitRows: Uint32Array.from(logitRows), ...embeds.inputs() };
   }
 
   /** Runs one step: forward, sampling of the rows that need a token, one readback. */
-  async step(plan: StepPlan, rows: readonly RowSampling[]): Promise<StepResult> {
+  async step(plan: StepPlan, rows: readonly RowSampling[], opts: { readLogits?: boolean } = {}): Promise<StepResult> {
     const inputs = this.inputs(plan);
     const R = inputs.logitRows.length;
     if (rows.length !== R) throw new Error(`runner: ${rows.length} sampling rows for ${R} logit rows`);
@@ -100,8 +108,10 @@ export class Runner {
     const out: Tensor = { ...this.out, shape: [R] };
     await sample(rec, logits, rows, out, mask ? { mask } : {});
     const read = rec.readback(out);
+    const readLogits = opts.readLogits ? rec.readback(logits) : null;
     rec.submit();
-    return { ids: new Uint32Array(await read), tokens: inputs.tokens.length };
+    const ids = new Uint32Array(await read);
+    return { ids, tokens: inputs.tokens.length, ...(readLogits ? { logits: new Float32Array(await readLogits) } : {}) };
   }
 
   destroy(): void {

@@ -10,7 +10,7 @@
  * are freed and it goes back to the front of the queue to be recomputed
  * (its tokens so far become its prompt), which never changes its output.
  */
-import type { KvCacheManager } from './kv_cache.ts';
+import type { KvCacheManager, Salt } from './kv_cache.ts';
 
 export interface SchedulerConfig {
   /** Most tokens computed per step (all sequences together). */
@@ -29,7 +29,9 @@ export interface SchedSeq {
   /** Tokens whose K/V are in the cache. */
   computed: number;
   /** Prefix-cache salt (e.g. model adapter or image hashes); '' for plain text. */
-  salt: string;
+  salt: Salt;
+  /** Image-to-text: feature rows replacing the embeddings of prompt positions. */
+  embeds?: PromptEmbeds;
   state: 'waiting' | 'running' | 'finished';
   /** Times this sequence was preempted (for metrics and tests). */
   preemptions: number;
@@ -37,6 +39,15 @@ export interface SchedSeq {
   cancelled: boolean;
   /** Prompt tokens served from the prefix cache at first admission. */
   cachedTokens?: number;
+}
+
+/** Rows that replace the input embeddings of some prompt positions (image features). */
+export interface PromptEmbeds {
+  /** [E] ascending prompt positions. */
+  positions: Uint32Array;
+  /** [E, width] f32, row i for positions[i]. */
+  rows: Float32Array;
+  width: number;
 }
 
 export interface ScheduledSeq {
@@ -47,6 +58,12 @@ export interface ScheduledSeq {
   count: number;
   /** True when this chunk reaches the end of known tokens: sample a next token. */
   sample: boolean;
+  /**
+   * Speculative decoding (set by the engine after planning): draft tokens fed
+   * after the sequence's known tokens, one logit row per fed position from
+   * the last known token on (count = 1 + draft.length).
+   */
+  draft?: readonly number[];
 }
 
 export interface StepPlan {

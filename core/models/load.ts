@@ -16,13 +16,16 @@ import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type Gen
 import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
+import { megakernelModeFromEnv, megakernelSupport } from '../ops/decode_megakernel.ts';
 import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { openGgufWeights } from './gguf_weights.ts';
 import type { WeightDType, WeightSource } from './host_tensor.ts';
 import { LlamaModel } from './llama/forward.ts';
-import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from './llama/weights.ts';
+import { isLlavaConfig, llavaParts } from './llava/load.ts';
+import type { LlavaVision } from './llava/vision.ts';
+import { destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
 
 export interface LoadOptions {
@@ -38,6 +41,8 @@ export interface LoadOptions {
   kvCacheBytes?: number;
   blockSize?: number;
   prefixCaching?: boolean;
+  /** Logit rows per step (default maxSeqs); a target verifying k draft tokens needs maxSeqs * (k + 1). */
+  maxLogitRows?: number;
   /** KV-cache storage (default f32): q8 = int8 with one f32 scale per (token, kv head), see core/ops/kv_write.ts. */
   kvCacheDtype?: KvDtype;
 }
@@ -53,6 +58,8 @@ export interface LoadedDecoder {
   format: 'safetensors' | 'gguf';
   /** config.json as shipped; for GGUF, an HF-style config built from its metadata. */
   rawConfig: Record<string, unknown>;
+  /** Image-to-text models (LLaVA): the image encoder; absent for text-only models. */
+  vision?: LlavaVision;
   destroy(): void;
 }
 
@@ -101,6 +108,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   let weights: WeightSource;
   let format: LoadedDecoder['format'];
   let rawConfig: Record<string, unknown>;
+  let loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null = null;
   if (await ms.exists('model.gguf')) {
     const g = await openGgufWeights(await ms.open('model.gguf'));
     cfg = g.config;
@@ -111,12 +119,14 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     rawConfig = hfStyleConfig(cfg);
   } else {
     rawConfig = JSON.parse(await ms.readText('config.json')) as Record<string, unknown>;
-    cfg = parseDecoderConfig(rawConfig);
+    const llava = isLlavaConfig(rawConfig) ? await llavaParts(ms, rawConfig, await safetensorsWeights(ms)) : null;
+    cfg = llava ? llava.cfg.text : parseDecoderConfig(rawConfig);
     generation = (await ms.exists('generation_config.json'))
       ? parseGenerationConfig(await ms.readText('generation_config.json'))
       : { eosTokenIds: cfg.eosTokenIds };
     tokenizer = await loadTokenizerFromSource(ms);
-    weights = await safetensorsWeights(ms);
+    weights = llava ? llava.text : await safetensorsWeights(ms);
+    loadVision = llava ? (dtype) => llava.vision(ctx, dtype) : null;
     format = 'safetensors';
   }
   const blockSize = opts.blockSize ?? 16;
@@ -134,9 +144,22 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     numBlocks,
     blockSize,
     maxBlocksPerSeq,
+    ...(opts.maxLogitRows ? { maxLogitRows: Math.max(opts.maxLogitRows, maxSeqs) } : {}),
   };
-  const w = await loadLlamaWeights(ctx, cfg, weights, opts.dtype ?? 'auto');
+  // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
+  // them whole; the generic path reads the same buffer through tensor offsets).
+  const dtype = opts.dtype ?? 'auto';
+  const pack =
+    megakernelSupport(ctx, cfg, {
+      mode: megakernelModeFromEnv(),
+      kvDtype,
+      f32Weights: dtype === 'f32' || (dtype === 'auto' && format === 'safetensors'),
+      weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
+      maxContext: maxBlocksPerSeq * blockSize,
+    }) === null;
+  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype);
+  const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
   const runner = new Runner(ctx, model, kv);
   const eosIds = [...new Set([...generation.eosTokenIds, ...cfg.eosTokenIds, ...tokenizer.eosIds])];
@@ -154,7 +177,9 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     geometry,
     format,
     rawConfig,
+    ...(vision ? { vision } : {}),
     destroy() {
+      vision?.destroy();
       runner.destroy();
       model.destroy();
       destroyLlamaWeights(w);

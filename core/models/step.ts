@@ -17,6 +17,10 @@ export interface StepInputs {
   numSeqs: number;
   /** [R] indices into the T tokens whose next-token logits are needed. */
   logitRows: Uint32Array;
+  /** Image-to-text: [E, hidden] f32 rows that replace the token embeddings of tokens embedAt (image features). */
+  embedRows?: Float32Array;
+  /** [E] distinct indices into the T tokens. */
+  embedAt?: Uint32Array;
 }
 
 /** Static sizes a model's step buffers and KV cache are allocated for. */
@@ -25,6 +29,11 @@ export interface StepGeometry {
   maxTokens: number;
   /** Most sequences in one step. */
   maxSeqs: number;
+  /**
+   * Most logit rows in one step (default maxSeqs). Speculative decoding
+   * verifies k+1 positions of a sequence in one step: maxSeqs * (k + 1).
+   */
+  maxLogitRows?: number;
   /** KV blocks in the pool, and tokens per block. */
   numBlocks: number;
   blockSize: number;

@@ -1,7 +1,8 @@
 /**
  * The inference app (port 3000): generate, generate_stream (SSE), tokenize,
  * detokenize, chat_template, cancel, status and healthz; embed, classify and
- * rerank for encoder readers (encoders.ts).
+ * rerank for encoder readers (encoders.ts); image_generate and
+ * image_generate_stream for image-to-text readers (images.ts).
  *
  * Every response carries `x-request-id`; `POST /cancel/{request_id}` stops
  * that request at the engine's next step, and so does a client that
@@ -11,13 +12,23 @@
 import { Hono, type Context } from 'hono';
 import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
+import { parseWhitespace } from '../../core/structured/index.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 import { encoderRoutes } from './encoders.ts';
+import { imageRoutes } from './images.ts';
 
 const DEFAULT_MAX_NEW_TOKENS = 128;
+
+/** Validates `json_whitespace` here (the reader checks again) so a bad value fails before any work; absent → undefined. */
+export function jsonWhitespace(v: string | null | undefined, regex: boolean): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  const ws = parseWhitespace(v);
+  if (regex && ws !== 'none') throw new InvalidRequestError('conflicting_constraints', 'json_whitespace applies to JSON output (json_schema), not to regex_string', { field: 'json_whitespace' });
+  return ws;
+}
 
 /** Maps Takeoff-style parameters onto a reader request. */
 export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPromptBytes: number): GenerateRequest {
@@ -30,6 +41,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
   }
   let constraint: ConstraintRequest | undefined;
   const backend = p.constrained_decoding_backend;
+  const whitespace = jsonWhitespace(p.json_whitespace, p.regex_string !== undefined);
   if (p.json_schema !== undefined) {
     let schema: unknown = p.json_schema;
     if (typeof schema === 'string') {
@@ -39,7 +51,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
         throw new InvalidRequestError('invalid_schema', 'json_schema is a string that is not valid JSON', { field: 'json_schema', path: '' });
       }
     }
-    constraint = { kind: 'json_schema', schema, ...(backend ? { backend } : {}) };
+    constraint = { kind: 'json_schema', schema, ...(backend ? { backend } : {}), ...(whitespace ? { whitespace } : {}) };
   } else if (p.regex_string !== undefined) {
     constraint = { kind: 'regex', pattern: p.regex_string, ...(backend ? { backend } : {}) };
   } else if (backend !== undefined && backend !== 'native' && backend !== 'outlines') {
@@ -117,6 +129,7 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   });
 
   encoderRoutes(app, spec, svc, maxBody);
+  imageRoutes(app, spec, svc);
 
   spec.add({ method: 'post', path: '/cancel/{request_id}', summary: 'Cancel a request by the id from its x-request-id header', response: S.CancelResponse });
   app.post('/cancel/:request_id', async (c) => {

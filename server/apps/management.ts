@@ -1,11 +1,15 @@
 /**
  * The management app (port 3001): reader groups with readiness, starting
  * readers (`PUT /models`), deleting them, and each reader's model config.
+ * Groups with a scaling policy show their replicas, scaled-to-zero state and
+ * policy (`?detail=true`, `/reader_groups/{group}`), and the policy can be
+ * changed at run time (PATCH); see docs/scaling.md.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import * as S from '../http/schemas.ts';
+import { parseScaling } from '../readers/scaling.ts';
 import { parseReaderSpec } from '../readers/spec.ts';
 import type { Service } from '../service.ts';
 import { healthz } from './inference.ts';
@@ -19,17 +23,50 @@ const ReaderSummary = z.object({
   backend: z.string().nullable(),
   ready: z.boolean(),
   state: z.string(),
+  remote: z.string().nullable(),
+  autoscaled: z.boolean(),
+  draining: z.boolean(),
+});
+
+const GroupSummary = z.object({
+  consumer_group: z.string(),
+  state: z.enum(['ready', 'starting', 'scaled_to_zero', 'failed']),
+  ready_replicas: z.number(),
+  replicas: z.array(ReaderSummary),
+  scaling: z.record(z.string(), z.number()).nullable(),
+  cold_starts: z.number(),
+  scale_ups: z.number(),
+  scale_downs: z.number(),
 });
 
 export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
   const app = new Hono();
   const spec = new ApiSpec('Weft management API', 'Readers (loaded models) and consumer groups.', svc.version);
 
-  spec.add({ method: 'get', path: '/reader_groups', summary: 'Consumer groups and their readers, each with its ready flag', response: z.record(z.string(), z.array(ReaderSummary)) });
+  spec.add({
+    method: 'get',
+    path: '/reader_groups',
+    summary: 'Consumer groups and their readers, each with its ready flag (a group scaled to zero has none); `?detail=true`: each group with its state, scaling policy and counters',
+    query: { detail: 'true: one GroupSummary per group instead of the reader list' },
+    response: z.record(z.string(), z.union([z.array(ReaderSummary), GroupSummary])),
+  });
   app.get('/reader_groups', (c) => {
-    const out: Record<string, unknown[]> = {};
-    for (const [g, list] of svc.readers.groups()) out[g] = list.map((r) => svc.readers.summary(r));
+    const detail = /^(1|true|yes)$/i.test(c.req.query('detail') ?? '');
+    const out: Record<string, unknown> = {};
+    for (const [g, list] of svc.readers.groups()) out[g] = detail ? svc.readers.groupSummary(g) : list.map((r) => svc.readers.summary(r));
     return c.json(out);
+  });
+
+  spec.add({ method: 'get', path: '/reader_groups/{group}', summary: 'One group: state (ready, starting, scaled_to_zero, failed), replicas, scaling policy, cold starts', response: GroupSummary });
+  app.get('/reader_groups/:group', (c) => c.json(svc.readers.groupSummary(c.req.param('group'))));
+
+  spec.add({ method: 'patch', path: '/reader_groups/{group}', summary: "Change a group's scaling policy (fields not given keep their value)", body: S.ScalingFields, response: GroupSummary });
+  app.patch('/reader_groups/:group', async (c) => {
+    const body = await parseBody(c, S.ScalingFields, 1 << 12);
+    const group = c.req.param('group');
+    const policy = svc.readers.setPolicy(group, parseScaling(body) ?? {});
+    svc.log('scaling policy changed', { consumer_group: group, ...policy });
+    return c.json(svc.readers.groupSummary(group));
   });
 
   spec.add({ method: 'put', path: '/models', summary: 'Start a reader from a configuration (201 with its id; loads in the background)', body: S.ReaderSpecBody, response: ReaderSummary });
@@ -54,7 +91,15 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({ method: 'get', path: '/config/{reader_id}', summary: "The config.json of the reader's model" });
   app.get('/config/:reader_id', async (c) => c.json((await svc.readers.api(c.req.param('reader_id')).modelConfig()) as Record<string, unknown>));
 
-  spec.add({ method: 'get', path: '/healthz', summary: '200 when every reader is ready, else 503' });
+  spec.add({ method: 'delete', path: '/reader_groups/{group}', summary: 'Stop every reader of a group and remove the group with its scaling policy' });
+  app.delete('/reader_groups/:group', async (c) => {
+    const group = c.req.param('group');
+    const stopped = await svc.readers.deleteGroup(group);
+    svc.log('consumer group deleted', { consumer_group: group, readers: stopped });
+    return c.json({ consumer_group: group, deleted: true, readers: stopped });
+  });
+
+  spec.add({ method: 'get', path: '/healthz', summary: '200 when every group is healthy (a group scaled to zero by design counts as healthy; docs/scaling.md), else 503' });
   app.get('/healthz', (c) => healthz(c, svc));
 
   spec.mountDocs(app);

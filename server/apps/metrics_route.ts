@@ -4,7 +4,7 @@
  * blocks, prefix-cache hits) gathered from the readers at scrape time.
  */
 import type { Hono } from 'hono';
-import { gauge } from '../metrics.ts';
+import { gauge, speculativeMetrics } from '../metrics.ts';
 import type { Service } from '../service.ts';
 
 export function metricsRoute(app: Hono, svc: Service): void {
@@ -38,7 +38,9 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_computed_tokens', 'Tokens run through the model.', per((s) => s.computedTokens)) +
       gauge('weft_gpu_busy_seconds_total', 'GPU time spent in engine steps (timestamp queries; absent where unsupported).', per((s) => (s.gpuBusyMs ?? NaN) / 1000).filter(([, v]) => !Number.isNaN(v))) +
       gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +
-      gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]);
+      gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]) +
+      svc.readers.renderMetrics() +
+      speculativeMetrics(stats.filter((x) => x.s?.draftTokensProposed !== undefined).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), { proposed: x.s!.draftTokensProposed!, accepted: x.s!.draftTokensAccepted ?? 0 }]));
     return c.text(body, 200, { 'content-type': 'text/plain; version=0.0.4' });
   });
 }

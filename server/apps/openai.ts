@@ -27,7 +27,10 @@ import { checkTextBytes } from './encoders.ts';
 import { sseGeneration } from '../http/sse.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
-import { healthz } from './inference.ts';
+import { healthz, jsonWhitespace } from './inference.ts';
+import { imageBodyLimit, imageFetchConfig } from './images.ts';
+import { resolvePromptImages } from '../http/image_urls.ts';
+import { mapImageTags } from '../../core/images/prompt.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
@@ -72,10 +75,11 @@ function contextOf(svc: Service, group: string): number {
   return lens.length ? Math.max(...lens) : 128;
 }
 
-function constraintOf(rf: O.ResponseFormatT | null | undefined): ConstraintRequest | undefined {
+function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: string | undefined): ConstraintRequest | undefined {
   if (!rf || rf.type === 'text') return undefined;
-  if (rf.type === 'json_object') return { kind: 'json_object' };
-  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {} };
+  const ws = whitespace ? { whitespace } : {};
+  if (rf.type === 'json_object') return { kind: 'json_object', ...ws };
+  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...ws };
 }
 
 function checkBytes(svc: Service, texts: string[]): void {
@@ -100,7 +104,7 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
     ...(seed !== undefined ? { seed: ((seed % 2 ** 32) + 2 ** 32) % 2 ** 32 } : {}),
   };
   const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? undefined);
-  const constraint = constraintOf(rf);
+  const constraint = constraintOf(rf, jsonWhitespace(b.json_whitespace, false));
   return {
     maxNewTokens: maxTokens ?? contextOf(svc, group),
     sampling,
@@ -109,18 +113,55 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
   };
 }
 
-/** Chat messages as the template expects them: text content only, `developer` as `system`. */
-function chatMessages(ms: O.ChatCompletionBodyT['messages']): ChatMessage[] {
-  return ms.map((m, i) => {
+/** The URL of an `image_url` content part ({url} or, leniently, a bare string); null when malformed. */
+function imagePartUrl(p: { image_url?: unknown }): string | null {
+  const v = p.image_url;
+  const url = typeof v === 'string' ? v : v && typeof v === 'object' ? (v as { url?: unknown }).url : undefined;
+  return typeof url === 'string' && url.length > 0 && !/[\s<>]/.test(url) ? url : null;
+}
+
+/**
+ * Chat messages as the template expects them: text content, `developer` as
+ * `system`; `image_url` parts become inline `<image:URL>` tags (the image-to-text
+ * path), and `images` says whether there were any.
+ */
+function chatMessages(ms: O.ChatCompletionBodyT['messages']): { messages: ChatMessage[]; images: boolean } {
+  let images = false;
+  const messages = ms.map((m, i) => {
     let content = m.content ?? '';
     if (Array.isArray(content)) {
       const parts = content;
-      const bad = parts.findIndex((p) => p.type !== 'text' || typeof p.text !== 'string');
-      if (bad >= 0) throw new InvalidRequestError('unsupported_content', `only text content parts are supported (got "${parts[bad]!.type}")`, { field: `messages.${i}.content.${bad}` });
-      content = parts.map((p) => p.text as string).join('');
+      content = parts
+        .map((p, k) => {
+          if (p.type === 'text' && typeof p.text === 'string') return p.text;
+          if (p.type === 'image_url') {
+            const url = imagePartUrl(p as { image_url?: unknown });
+            if (!url) throw new InvalidRequestError('invalid_image_url', 'an image_url part needs image_url.url (a data: or http(s) URL)', { field: `messages.${i}.content.${k}` });
+            images = true;
+            return `<image:${url}>`;
+          }
+          throw new InvalidRequestError('unsupported_content', `only text and image_url content parts are supported (got "${p.type}")`, { field: `messages.${i}.content.${k}` });
+        })
+        .join('');
     }
     return { ...m, role: m.role === 'developer' ? 'system' : m.role, content };
   });
+  return { messages, images };
+}
+
+/** Resolves the `<image:URL>` tags of all messages, numbered across messages in order. */
+async function resolveChatImages(svc: Service, messages: ChatMessage[]): Promise<Uint8Array[]> {
+  const all: Uint8Array[] = [];
+  for (const [i, m] of messages.entries()) {
+    if (typeof m.content !== 'string') continue;
+    const r = await resolvePromptImages(m.content, imageFetchConfig(svc)).catch((e: unknown) => {
+      throw e instanceof InvalidRequestError ? new InvalidRequestError(e.code, e.message, { ...e.details, field: `messages.${i}.content` }) : e;
+    });
+    const offset = all.length;
+    m.content = mapImageTags(r.prompt, (u) => `<image:#${offset + Number(u.slice(1))}>`);
+    all.push(...r.images);
+  }
+  return all;
 }
 
 /** A vector as OpenAI's base64 encoding: little-endian float32 bytes. */
@@ -190,13 +231,19 @@ export function openaiApp(svc: Service): OpenAIApps {
 
   spec.add({ method: 'post', path: '/v1/chat/completions', summary: 'Chat completion (stream: true for SSE chunks ending in data: [DONE])', body: O.ChatCompletionBody, response: O.ChatCompletion });
   app.post('/v1/chat/completions', async (c) => {
-    const b = await parseBody(c, O.ChatCompletionBody, maxBody);
+    const b = await parseBody(c, O.ChatCompletionBody, Math.max(maxBody, imageBodyLimit(svc, 1)));
     if (b.logprobs || b.top_logprobs) throw unsupported(b.logprobs ? 'logprobs' : 'top_logprobs', 'logprobs are not supported by this server');
     if (b.tools?.length) throw unsupported('tools', 'tool calling is not supported by this server');
     const group = resolveModel(svc, b.model);
-    const messages = chatMessages(b.messages);
+    const { messages, images } = chatMessages(b.messages);
+    const imageBytes = images ? await resolveChatImages(svc, messages) : null;
     checkBytes(svc, messages.map((m) => String(m.content)));
-    const req: GenerateRequest = { prompt: { messages }, chatTemplateFallback: CHAT_FALLBACK, ...baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format) };
+    const req: GenerateRequest = {
+      prompt: { messages },
+      chatTemplateFallback: CHAT_FALLBACK,
+      ...baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format),
+      ...(imageBytes ? { images: imageBytes } : {}),
+    };
     const rid = svc.newRequestId();
     const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
     if (b.stream) {
@@ -255,7 +302,7 @@ export function openaiApp(svc: Service): OpenAIApps {
   const modelList = (): O.ModelT[] => {
     const out: O.ModelT[] = [];
     for (const [group, list] of svc.readers.groups()) {
-      const created = Math.floor(Math.min(...list.map((r) => r.startedAt)) / 1000);
+      const created = Math.floor(Math.min(Date.now(), ...list.map((r) => r.startedAt)) / 1000); // a group scaled to zero has no reader
       out.push({ id: group, object: 'model', created, owned_by: 'weft', kind: 'consumer_group', consumer_group: group, ready: list.some((r) => r.ready) });
       for (const r of list) out.push({ id: r.readerId, object: 'model', created: Math.floor(r.startedAt / 1000), owned_by: 'weft', kind: 'reader', consumer_group: group, ready: r.ready });
     }

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
 
 export interface RouteDoc {
-  method: 'get' | 'post' | 'put' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   path: string; // OpenAPI form: /tokenize/{reader_id}
   summary: string;
   body?: z.ZodType;

@@ -31,6 +31,7 @@ const Common = {
   top_k: nul(z.number().int().min(0).max(1 << 20)).describe('Extension: top-k sampling, 0 = off.'),
   min_p: nul(z.number().min(0).max(1)).describe('Extension: min-p sampling, 0 = off.'),
   repetition_penalty: nul(z.number().gt(0).max(100)).describe('Extension: HF repetition penalty, 1 = off.'),
+  json_whitespace: nul(z.string()).describe('Extension: whitespace of response_format JSON output: "none" (default) = none at all; "compact" = one space after every ":" and ",".'),
 };
 
 export const ResponseFormat = z
@@ -54,7 +55,7 @@ const ContentPart = z.object({ type: z.string(), text: z.string().optional() }).
 export const ChatMessage = z
   .object({
     role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
-    content: nul(z.union([z.string(), z.array(ContentPart)])).describe('A string, or a list of {type:"text", text} parts.'),
+    content: nul(z.union([z.string(), z.array(ContentPart)])).describe('A string, or a list of {type:"text", text} and {type:"image_url", image_url:{url}} parts (images: data: or http(s) URLs, for image-to-text models).'),
     name: z.string().optional(),
   })
   .passthrough();

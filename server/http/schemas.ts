@@ -21,6 +21,7 @@ export const GenerationParams = z.object({
   regex_string: z.string().min(1).optional().describe('Regular expression the whole output must match.'),
   prompt_max_tokens: int(1, 1 << 24).optional().describe('Keep only the last N prompt tokens (a leading BOS is kept).'),
   constrained_decoding_backend: z.string().optional().describe('"native" (default) or "outlines".'),
+  json_whitespace: z.string().optional().describe('Whitespace of JSON output (json_schema): "none" (default) = none at all; "compact" = one space after every ":" and ",".'),
 });
 
 export const GenerateBody = GenerationParams.extend({
@@ -28,6 +29,12 @@ export const GenerateBody = GenerationParams.extend({
 });
 
 export const GenerateStreamBody = GenerationParams.extend({ text: z.string() });
+
+const IMAGE_TEXT = 'Prompt with inline images as <image:URL> tags: data:image/png;base64,... / data:image/jpeg;base64,... or http(s) URLs (fetched by the server); several per prompt.';
+export const ImageGenerateBody = GenerationParams.extend({
+  text: z.union([z.string(), z.array(z.string()).min(1).max(64)]).describe(`${IMAGE_TEXT} A list of prompts is served concurrently.`),
+});
+export const ImageGenerateStreamBody = GenerationParams.extend({ text: z.string().describe(IMAGE_TEXT) });
 
 export const Usage = z.object({ prompt_tokens: z.number(), completion_tokens: z.number(), cached_tokens: z.number() });
 
@@ -51,6 +58,17 @@ export const ChatTemplateBody = z.object({
 export const ChatTemplateResponse = z.object({ text: z.string() });
 export const CancelResponse = z.object({ request_id: z.string(), cancelled: z.boolean() });
 
+/** Scaling policy fields of a consumer group (docs/scaling.md); on a reader entry they set its group's policy. */
+export const ScalingFields = z
+  .object({
+    min_replicas: z.number().int().optional().describe('Fewest replicas (default 1); 0 lets the group scale to zero when idle.'),
+    max_replicas: z.number().int().optional().describe('Most replicas the scaler starts (default 1).'),
+    scale_down_after_seconds: z.number().optional().describe('Idle seconds before a replica beyond min_replicas is drained and stopped (default 300).'),
+    scale_up_queue_depth: z.number().int().optional().describe('Waiting requests per ready replica that start another one (default 4).'),
+    cold_start_timeout_seconds: z.number().optional().describe('Longest a request waits for a cold start before 503 reader_starting (default 60).'),
+  })
+  .strict();
+
 export const ReaderSpecBody = z
   .object({
     model: z.string().min(1).optional().describe('Model directory or .gguf path (default: the server default model).'),
@@ -66,6 +84,12 @@ export const ReaderSpecBody = z
     kv_cache_dtype: z.enum(['f32', 'q8']).optional(),
     type: z.enum(['generate', 'embed', 'classify']).optional().describe('What the reader serves; absent = detected from config.json.'),
     batch_duration_millis: z.number().int().optional().describe('Encoders: longest wait of a partial batch, ms (default 5).'),
+    assistant_model: z.string().min(1).optional().describe('Draft model (directory or .gguf) for speculative decoding; must share the model\'s vocabulary.'),
+    speculative_tokens: z.number().int().optional().describe('Draft tokens verified per step (1-16, default 4); needs assistant_model.'),
+    assistant_required: z.boolean().optional().describe('Fail the reader when the draft is unusable (default false: start without speculation and log why).'),
+    ...ScalingFields.shape,
+    remote: z.string().optional().describe('host:port of a `weft reader --listen` process to attach instead of loading the model here (docs/scaling.md).'),
+    token: z.string().optional().describe('Shared token of the remote reader (default: WEFT_READER_TOKEN).'),
   })
   .strict();
 

@@ -4,7 +4,11 @@
  * restart with exponential backoff when the worker dies (not when it is
  * deleted). A model that fails to load is reported, not restarted in a loop:
  * load errors are configuration errors. The worker is a Node worker thread or
- * a Web Worker (Deno), per transport.ts.
+ * a Web Worker (Deno), per transport.ts, or a TCP connection to a reader on
+ * another machine (remote_transport.ts): a dropped connection is handled as a
+ * crash (requests in flight fail with 503 `reader_disconnected`), and the
+ * reconnect backoff is capped at REMOTE_BACKOFF_CAP_MS and starts over after
+ * each successful attach.
  */
 import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
 import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
@@ -14,13 +18,24 @@ import { defaultTransport, unrefTimer, type WorkerHandle, type WorkerTransport }
 
 export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
 
+const LOCAL_BACKOFF_CAP_MS = 30_000;
+const REMOTE_BACKOFF_CAP_MS = 5_000;
+
 export class ManagedReader {
   state: ReaderState = 'loading';
   api: RemoteReader | null = null;
   error: ErrorJSON | null = null;
-  /** Requests in flight (for least-loaded balancing). */
-  inFlight = 0;
   restarts = 0;
+  /** Taken out of balancing by the scaler; stopped once nothing is in flight. */
+  draining = false;
+  /** Started by the scaler (scale-up or cold start), not by an entry or PUT /models. */
+  autoscaled = false;
+  /** Date.now() when the last request in flight finished (or the reader started). */
+  idleSince = Date.now();
+  private inFlightCount = 0;
+  private idleWaiters: (() => void)[] = [];
+  /** Restart attempts since the last successful start (the backoff exponent). */
+  private backoffStep = 0;
   private worker: WorkerHandle | null = null;
   private stopping = false;
   private readyWaiters: (() => void)[] = [];
@@ -32,6 +47,25 @@ export class ManagedReader {
     private readonly transport: WorkerTransport = defaultTransport(),
   ) {
     this.spawn();
+  }
+
+  /** Requests in flight (for least-loaded balancing, scaling and draining). */
+  get inFlight(): number {
+    return this.inFlightCount;
+  }
+
+  set inFlight(n: number) {
+    this.inFlightCount = Math.max(0, n);
+    if (this.inFlightCount === 0) {
+      this.idleSince = Date.now();
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Resolves once nothing is in flight. */
+  waitIdle(): Promise<void> {
+    if (this.inFlightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   get ready(): boolean {
@@ -66,6 +100,7 @@ export class ManagedReader {
         this.api = new RemoteReader(worker, m.content as ReaderInfo);
         this.state = 'ready';
         this.error = null;
+        if (this.spec.remote) this.backoffStep = 0;
         this.settle();
       } else if (m.kind === 'failed') {
         this.error = m.content as ErrorJSON;
@@ -77,10 +112,11 @@ export class ManagedReader {
     worker.onError((e) => {
       this.error = { name: e.name, code: 'reader_crashed', message: e.message };
     });
-    worker.onExit(() => {
-      this.api?.close(errorFromJSON({ name: 'UnavailableError', code: 'reader_crashed', message: `reader ${this.readerId} stopped` }));
+    worker.onExit((reason) => {
+      this.api?.close(errorFromJSON(reason ?? { name: 'UnavailableError', code: 'reader_crashed', message: `reader ${this.readerId} stopped` }));
       this.api = null;
       this.inFlight = 0;
+      if (reason && !this.stopping && this.state !== 'failed') this.error = reason;
       if (this.stopping) {
         this.state = 'stopped';
         this.settle();
@@ -89,7 +125,8 @@ export class ManagedReader {
       if (this.state === 'failed') return;
       // Crashed after (or while) loading: restart with backoff, capped at 30 s.
       this.state = 'restarting';
-      const delay = Math.min(30_000, 500 * 2 ** this.restarts++);
+      const delay = Math.min(this.spec.remote ? REMOTE_BACKOFF_CAP_MS : LOCAL_BACKOFF_CAP_MS, 500 * 2 ** this.backoffStep++);
+      this.restarts++;
       unrefTimer(
         setTimeout(() => {
           if (!this.stopping) {

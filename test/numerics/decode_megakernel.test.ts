@@ -1,0 +1,261 @@
+/**
+ * The decode megakernel (core/ops/decode_megakernel.ts) against the generic
+ * path and the plain-TS reference, on random tiny decoders of several shapes:
+ * GQA ratios 1..4, odd intermediate sizes (I % 4 != 0), qkv bias (Qwen2), q/k
+ * norms (Qwen3), sliding window (Mistral), llama3 rope scaling, tied and untied
+ * heads, f32 and q8 KV, 1..8 sequences of different lengths per step (so 1..4
+ * token rows per workgroup and a last workgroup with a padding row), contexts
+ * crossing 4-token KV blocks.
+ *
+ * Two LlamaModels share one packed weight buffer: `on` runs decode-only steps
+ * as the megakernel, `off` always the generic path. Both are fed the same
+ * tokens (greedy from the generic logits). Checked per decode step: logits
+ * within 1e-5 of max |logit| (observed: bit-identical, the kernel mirrors the
+ * cpu variants' arithmetic) and identical greedy ids; at the end, the
+ * megakernel's logits against the reference (f64 accumulation) within 1e-3 of
+ * max |logit|.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
+import type { GpuContext } from '../../core/gpu/context.ts';
+import { LlamaModel } from '../../core/models/llama/forward.ts';
+import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from '../../core/models/llama/weights.ts';
+import type { HostTensor, WeightSource } from '../../core/models/host_tensor.ts';
+import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
+import { decodeStepRef } from '../../core/ops/decode_megakernel.ref.ts';
+import type { KvDtype } from '../../core/ops/kv_write.ts';
+import { gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
+
+interface Case {
+  name: string;
+  config: Record<string, unknown>;
+  /** Prompt lengths: one sequence each. */
+  prompts: number[];
+  kv?: KvDtype;
+}
+
+const base = { max_position_embeddings: 64, hidden_act: 'silu', rms_norm_eps: 1e-5, rope_theta: 10000, bos_token_id: 1, eos_token_id: 2, torch_dtype: 'float32' };
+
+const CASES: Case[] = [
+  {
+    name: 'llama GQA 2, odd intermediate, untied, 4 sequences',
+    config: { ...base, architectures: ['LlamaForCausalLM'], hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 45, vocab_size: 97, tie_word_embeddings: false },
+    prompts: [5, 9, 3, 12],
+  },
+  {
+    name: 'qwen2 qkv bias, GQA 3, tied, llama3-free, 3 sequences (padding row)',
+    config: { ...base, architectures: ['Qwen2ForCausalLM'], hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 6, num_key_value_heads: 2, intermediate_size: 50, vocab_size: 70, tie_word_embeddings: true, rope_theta: 1e6 },
+    prompts: [7, 2, 10],
+  },
+  {
+    name: 'qwen3 q/k norms, GQA 4, head_dim 16, 1 sequence',
+    config: { ...base, architectures: ['Qwen3ForCausalLM'], hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 16, intermediate_size: 36, vocab_size: 64, tie_word_embeddings: false, rms_norm_eps: 1e-6 },
+    prompts: [6],
+  },
+  {
+    name: 'mistral sliding window 5, MHA, 8 sequences (4 rows per workgroup)',
+    config: { ...base, architectures: ['MistralForCausalLM'], hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, intermediate_size: 40, vocab_size: 50, tie_word_embeddings: false, sliding_window: 5 },
+    prompts: [3, 8, 1, 6, 11, 4, 9, 2],
+  },
+  {
+    name: 'llama3 rope scaling, q8 KV, 2 sequences',
+    config: {
+      ...base,
+      architectures: ['LlamaForCausalLM'],
+      hidden_size: 32,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      intermediate_size: 44,
+      vocab_size: 80,
+      tie_word_embeddings: true,
+      rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 },
+    },
+    prompts: [9, 4],
+    kv: 'q8',
+  },
+];
+
+const DECODE_STEPS = 6;
+const BLOCK = 4;
+
+/** Random HF-named weights for cfg: N(0, 1) x 0.3 matrices, norms 1 + N(0, 0.1). */
+function randomWeights(cfg: DecoderConfig, seed: number): Map<string, { shape: number[]; data: Float32Array }> {
+  const m = new Map<string, { shape: number[]; data: Float32Array }>();
+  let k = seed;
+  const mat = (n: string, rows: number, cols: number): void => void m.set(n, { shape: [rows, cols], data: randn(rows * cols, k++, 0.3) });
+  const vec = (n: string, len: number, one: boolean): void => {
+    const d = randn(len, k++, one ? 0.1 : 0.3);
+    if (one) for (let i = 0; i < len; i++) d[i] = d[i]! + 1;
+    m.set(n, { shape: [len], data: d });
+  };
+  const D = cfg.hiddenSize;
+  const hd = cfg.headDim;
+  mat('model.embed_tokens.weight', cfg.vocabSize, D);
+  for (let l = 0; l < cfg.layers; l++) {
+    const p = `model.layers.${l}.`;
+    vec(`${p}input_layernorm.weight`, D, true);
+    vec(`${p}post_attention_layernorm.weight`, D, true);
+    mat(`${p}self_attn.q_proj.weight`, cfg.heads * hd, D);
+    mat(`${p}self_attn.k_proj.weight`, cfg.kvHeads * hd, D);
+    mat(`${p}self_attn.v_proj.weight`, cfg.kvHeads * hd, D);
+    if (cfg.attentionBias) {
+      vec(`${p}self_attn.q_proj.bias`, cfg.heads * hd, false);
+      vec(`${p}self_attn.k_proj.bias`, cfg.kvHeads * hd, false);
+      vec(`${p}self_attn.v_proj.bias`, cfg.kvHeads * hd, false);
+    }
+    if (cfg.qkNorm) {
+      vec(`${p}self_attn.q_norm.weight`, hd, true);
+      vec(`${p}self_attn.k_norm.weight`, hd, true);
+    }
+    mat(`${p}self_attn.o_proj.weight`, D, cfg.heads * hd);
+    mat(`${p}mlp.gate_proj.weight`, cfg.intermediateSize, D);
+    mat(`${p}mlp.up_proj.weight`, cfg.intermediateSize, D);
+    mat(`${p}mlp.down_proj.weight`, D, cfg.intermediateSize);
+  }
+  vec('model.norm.weight', D, true);
+  if (!cfg.tieEmbeddings) mat('lm_head.weight', cfg.vocabSize, D);
+  return m;
+}
+
+function source(m: Map<string, { shape: number[]; data: Float32Array }>): WeightSource {
+  return {
+    has: (n) => m.has(n),
+    async load(n): Promise<HostTensor> {
+      const t = m.get(n);
+      if (!t) throw new Error(`missing ${n}`);
+      return { kind: 'f32', shape: [...t.shape], data: t.data.slice() };
+    },
+  };
+}
+
+/** Step inputs for sequences s contributing tokens[s] at positions start[s].. (blocks: seq s owns blocks s * maxBlocks ..). */
+function stepInputs(geo: StepGeometry, parts: { seq: number; start: number; tokens: number[]; sample: boolean }[]): StepInputs {
+  const tokens: number[] = [];
+  const positions: number[] = [];
+  const tokenSeq: number[] = [];
+  const slots: number[] = [];
+  const logitRows: number[] = [];
+  const blockTables = new Uint32Array(parts.length * geo.maxBlocksPerSeq);
+  parts.forEach((p, i) => {
+    for (let b = 0; b < geo.maxBlocksPerSeq; b++) blockTables[i * geo.maxBlocksPerSeq + b] = p.seq * geo.maxBlocksPerSeq + b;
+    p.tokens.forEach((t, k) => {
+      const pos = p.start + k;
+      tokens.push(t);
+      positions.push(pos);
+      tokenSeq.push(i);
+      slots.push((p.seq * geo.maxBlocksPerSeq + Math.floor(pos / geo.blockSize)) * geo.blockSize + (pos % geo.blockSize));
+    });
+    if (p.sample) logitRows.push(tokens.length - 1);
+  });
+  return {
+    tokens: Uint32Array.from(tokens),
+    positions: Uint32Array.from(positions),
+    tokenSeq: Uint32Array.from(tokenSeq),
+    slots: Uint32Array.from(slots),
+    blockTables,
+    numSeqs: parts.length,
+    logitRows: Uint32Array.from(logitRows),
+  };
+}
+
+async function run(ctx: GpuContext, model: LlamaModel, s: StepInputs): Promise<Float32Array> {
+  const rec = ctx.recorder();
+  const logits = await model.record(rec, s);
+  if (!logits) throw new Error('no logits');
+  const read = rec.readback(logits);
+  rec.submit();
+  return new Float32Array(await read);
+}
+
+function argmaxRows(a: Float32Array, V: number): number[] {
+  const out: number[] = [];
+  for (let r = 0; r < a.length / V; r++) {
+    let best = 0;
+    for (let v = 1; v < V; v++) if (a[r * V + v]! > a[r * V + best]!) best = v;
+    out.push(best);
+  }
+  return out;
+}
+
+const absMax = (a: Float32Array): number => a.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+const maxDiff = (a: Float32Array, b: Float32Array): number => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+
+describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
+  const cleanup: (() => void)[] = [];
+  afterAll(() => cleanup.forEach((f) => f()));
+
+  it.each(CASES)('$name', async (c) => {
+    const ctx = await gpuFor(backend);
+    const cfg = parseDecoderConfig(c.config);
+    const host = randomWeights(cfg, 1000 + CASES.indexOf(c) * 100);
+    const weights: LlamaWeights = await loadLlamaWeights(ctx, cfg, source(host), 'f32', { pack: true });
+    cleanup.push(() => destroyLlamaWeights(weights));
+    expect(weights.packed).toBeDefined();
+    const S = c.prompts.length;
+    const maxBlocksPerSeq = Math.ceil(cfg.maxPositions / BLOCK);
+    const geo: StepGeometry = { maxTokens: 64, maxSeqs: S, numBlocks: S * maxBlocksPerSeq, blockSize: BLOCK, maxBlocksPerSeq };
+    const kv = c.kv ?? 'f32';
+    const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on' });
+    const off = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'off' });
+    cleanup.push(() => on.destroy(), () => off.destroy());
+    expect(on.megakernelOff).toBeNull();
+    expect(off.megakernelOff).toMatch(/off/);
+
+    const r = rng(7 + S);
+    const seqs = c.prompts.map((n) => Array.from({ length: n }, () => 3 + Math.floor(r() * (cfg.vocabSize - 3))));
+    // Prefill: every prompt in one mixed step (the generic path in both models).
+    const prefill = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true })));
+    expect(on.decodePath(prefill)).toBe(S === 1 && seqs[0]!.length === 1 ? 'megakernel' : 'generic');
+    let logits: Float32Array = await run(ctx, off, prefill);
+    await run(ctx, on, prefill);
+    const V = cfg.vocabSize;
+    let worst = 0;
+    let exact = true;
+    let onLogits: Float32Array = new Float32Array(0);
+    for (let step = 0; step < DECODE_STEPS; step++) {
+      const next = argmaxRows(logits, V);
+      seqs.forEach((t, i) => t.push(next[i]!));
+      const s = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: t.length - 1, tokens: [t[t.length - 1]!], sample: true })));
+      expect(on.decodePath(s)).toBe('megakernel');
+      expect(off.decodePath(s)).toBe('generic');
+      onLogits = await run(ctx, on, s);
+      logits = await run(ctx, off, s);
+      const d = maxDiff(onLogits, logits);
+      exact &&= d === 0;
+      worst = Math.max(worst, d / absMax(logits));
+      expect(d, `step ${step}: max |mega - generic|`).toBeLessThanOrEqual(1e-5 * absMax(logits));
+      expect(argmaxRows(onLogits, V), `step ${step}: greedy ids`).toEqual(argmaxRows(logits, V));
+    }
+    // Against the independent plain-TS forward (f64 accumulation).
+    const get = (n: string): Float32Array => {
+      const t = host.get(n);
+      if (!t) throw new Error(`missing ${n}`);
+      return t.data;
+    };
+    if (kv === 'f32') {
+      const ref = decodeStepRef(cfg, get, seqs);
+      expect(maxDiff(onLogits, ref)).toBeLessThanOrEqual(1e-3 * absMax(ref));
+    }
+    console.log(`[${backend}] ${c.name}: max |mega - generic| / max|logit| = ${worst.toExponential(2)}${exact ? ' (bit-identical)' : ''}`);
+  }, 300_000);
+
+  it('leaves steps with image rows, several tokens per sequence or unsampled rows to the generic path', async () => {
+    const ctx = await gpuFor(backend);
+    const cfg = parseDecoderConfig(CASES[0]!.config);
+    const weights = await loadLlamaWeights(ctx, cfg, source(randomWeights(cfg, 5)), 'f32', { pack: true });
+    const geo: StepGeometry = { maxTokens: 16, maxSeqs: 2, numBlocks: 32, blockSize: BLOCK, maxBlocksPerSeq: 16 };
+    const m = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'on' });
+    try {
+      const one = stepInputs(geo, [{ seq: 0, start: 3, tokens: [5], sample: true }, { seq: 1, start: 7, tokens: [9], sample: true }]);
+      expect(m.decodePath(one)).toBe('megakernel');
+      expect(m.decodePath({ ...one, embedAt: Uint32Array.of(1), embedRows: new Float32Array(cfg.hiddenSize) } as StepInputs)).toBe('generic');
+      expect(m.decodePath({ ...one, embedAt: new Uint32Array(0) } as StepInputs)).toBe('megakernel');
+      expect(m.decodePath(stepInputs(geo, [{ seq: 0, start: 3, tokens: [5, 6], sample: true }]))).toBe('generic');
+      expect(m.decodePath(stepInputs(geo, [{ seq: 0, start: 3, tokens: [5], sample: false }, { seq: 1, start: 7, tokens: [9], sample: true }]))).toBe('generic');
+    } finally {
+      m.destroy();
+      destroyLlamaWeights(weights);
+    }
+  });
+});
