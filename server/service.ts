@@ -79,6 +79,11 @@ export class Service {
     };
   }
 
+  /** The default embedding reader's group and model, which the document embedder shares when it is the same model (server/documents/embedder.ts). */
+  embeddingReaders(): { manager: ReaderManager; group: string; model: string } {
+    return { manager: this.readers, group: this.config.embeddingConsumerGroup, model: this.config.embeddingModel };
+  }
+
   newRequestId(): string {
     return randomUUID();
   }

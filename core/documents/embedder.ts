@@ -3,10 +3,10 @@
  * an EncoderModel (a sentence-transformers BERT-family checkpoint on a GPU
  * context).
  *
- * Why an interface: the pipeline owns its embedder in-process for now; when
- * the service grows encoder readers (an embedding consumer group served by
- * worker readers), an adapter over that group can replace this one without
- * touching the pipeline. Tests also plug in a cheap deterministic embedder.
+ * Why an interface: the server embeds through encoder readers in worker
+ * threads (server/documents/reader_embedder.ts), never on the HTTP event
+ * loop; tools and benchmarks may wrap a model in-process (encoderEmbedder);
+ * tests plug in a cheap deterministic embedder. The pipeline sees one shape.
  */
 import type { TokenCounter } from './chunker.ts';
 
@@ -19,6 +19,8 @@ export interface Embedder {
   readonly maxTokens: number;
   /** The tokenizer chunk sizes are measured with. */
   readonly tokenizer: TokenCounter;
+  /** Where the model runs, for status and logs (e.g. `reader group embed`); absent = in this thread. */
+  readonly runsOn?: string;
   /** Unit-length vectors, one per text, in order. */
   embed(texts: string[], opts?: { signal?: AbortSignal }): Promise<Float32Array[]>;
   close(): Promise<void>;

