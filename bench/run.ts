@@ -14,8 +14,16 @@
  * - `matvec` (bench/matvec.ts): one matrix-vector product per dtype and kernel variant;
  * - `structured` (bench/structured.ts): constraint compile times and constrained decode,
  *   once per `--backends` entry;
- * - `load` (bench/load.ts): loopback HTTP load on /generate_stream, default settings.
- * The last three are other engineers' modules, imported by URL and called through their
+ * - `load` (bench/load.ts): loopback HTTP load on /generate_stream, default settings;
+ * - `embeddings` (bench/embeddings.ts): embeddings/s at batch 1, 8, 32 of a 6-layer,
+ *   384-wide encoder, Weft native next to onnxruntime-web (WASM, WebGPU EP) (`--quick`: 2 runs,
+ *   600 s per WebGPU EP case);
+ * - `documents` (bench/documents.ts): document ingest through POST /api/v1/documents, 1,000
+ *   small and 20 large documents with the default USE-Lite embedder: documents/s, chunks/s,
+ *   peak RSS, the embedder's share of the time (`--quick`: 50 small, 2 large of 4 KiB);
+ * - `speculative` (bench/speculative.ts): decode tokens/s of stories260K without a draft,
+ *   with itself and with its Q8_0 GGUF as the draft, per `--backends` entry.
+ * All but `generate` are other engineers' modules, imported by URL and called through their
  * exported functions when present (skipped with a note otherwise). A module that throws
  * becomes a "failed" line in the report. `--peers none`, `--batch none` skip parts of
  * `generate`.
@@ -33,7 +41,7 @@ import { benchGenerate, DEFAULTS, machineDescription, markdownGenerate, type Gen
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
-const MODULES = ['generate', 'matvec', 'structured', 'load'] as const;
+const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative'] as const;
 type ModuleName = (typeof MODULES)[number];
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -90,6 +98,29 @@ async function runLoad(log: (s: string) => void): Promise<string> {
   log('load: bench/load.ts benchLoad() (loopback HTTP service, default settings)');
   const r = await m.benchLoad({});
   return m.loadTable ? (m.loadTable(r) as string) : `\`\`\`json\n${JSON.stringify(r, null, 1)}\n\`\`\``;
+}
+
+async function runEmbeddings(backends: string[], quick: boolean, log: (s: string) => void): Promise<string> {
+  const m = await sibling('embeddings.ts', ['benchEmbeddings', 'embeddingsTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchEmbeddings || !m.embeddingsTable) return '_bench/embeddings.ts exports no benchEmbeddings() / embeddingsTable(); skipped._';
+  return m.embeddingsTable(await m.benchEmbeddings({ backends, log, ...(quick ? { runs: 2, webgpuTimeoutS: 600 } : {}) })) as string;
+}
+
+async function runDocuments(quick: boolean, log: (s: string) => void): Promise<string> {
+  const m = await sibling('documents.ts', ['benchDocuments', 'documentsTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchDocuments || !m.documentsTable) return '_bench/documents.ts exports no benchDocuments() / documentsTable(); skipped._';
+  return m.documentsTable(await m.benchDocuments({ log, ...(quick ? { small: 50, large: 2, largeKb: 4 } : {}) })) as string;
+}
+
+async function runSpeculative(backends: string[], quick: boolean, log: (s: string) => void): Promise<string> {
+  const m = await sibling('speculative.ts', ['benchSpeculative', 'speculativeTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchSpeculative || !m.speculativeTable) return '_bench/speculative.ts exports no benchSpeculative() / speculativeTable(); skipped._';
+  const parts: string[] = [];
+  for (const backend of backends) parts.push(m.speculativeTable(await m.benchSpeculative({ backend, log, ...(quick ? { tokens: 48, rounds: 2, concurrency: [1] } : {}) })) as string);
+  return parts.join('\n\n');
 }
 
 /** Runs one module; a failure becomes a line in the report instead of ending the run. */
@@ -192,6 +223,15 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (only.includes('load')) {
     sections.push(await section('HTTP load (bench/load.ts)', () => runLoad(log), log));
+  }
+  if (only.includes('embeddings')) {
+    sections.push(await section('Embeddings (bench/embeddings.ts)', () => runEmbeddings(backends, quick, log), log));
+  }
+  if (only.includes('documents')) {
+    sections.push(await section('Document ingest (bench/documents.ts)', () => runDocuments(quick, log), log));
+  }
+  if (only.includes('speculative')) {
+    sections.push(await section('Speculative decoding (bench/speculative.ts)', () => runSpeculative(backends, quick, log), log));
   }
   const la1 = loadavg();
   sections.push(`Finished ${new Date().toISOString()} (${((Date.now() - started.getTime()) / 60000).toFixed(1)} min); load average at end: ${la1.map((x) => x.toFixed(2)).join(', ')}.`);

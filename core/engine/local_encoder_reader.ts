@@ -1,7 +1,9 @@
 /**
- * EncoderReaderApi served in-process by a loaded EncoderModel (embedding
- * model, classifier or cross-encoder): the encoder counterpart of LocalReader,
- * run wherever the core runs (a Node worker thread, a Web Worker, tests).
+ * EncoderReaderApi served in-process by a loaded encoder (embedding model,
+ * classifier or cross-encoder: EncoderModel on Weft's kernels, OnnxEncoderModel
+ * on onnxruntime-web, UseLiteModel; the EncoderLike surface): the encoder
+ * counterpart of LocalReader, run wherever the core runs (a Node worker
+ * thread, a Web Worker, tests).
  *
  * Why a wrapper: results cross worker boundaries as plain data, so vectors
  * become number[] here (exact: every f32 is a double), and the reader keeps

@@ -7,27 +7,38 @@
  * Detection reads config.json only: `architectures[0]` of BertModel /
  * RobertaModel / XLMRobertaModel (embed) or *ForSequenceClassification
  * (classify), or a sentence-transformers modules.json, or an encoder
- * model_type (bert, roberta, xlm-roberta) make an encoder reader; anything
- * else (decoder configs, GGUF files) a generative one. A spec's `type` skips
- * detection.
+ * model_type (bert, roberta, xlm-roberta) make an encoder reader; so does an
+ * ONNX graph (`onnx/model.onnx`) beside a config that is not a decoder's
+ * (*ForCausalLM, *ForConditionalGeneration, *LMHeadModel): the ONNX encoder
+ * fallback serves any architecture. Anything else (decoder configs, GGUF files)
+ * makes a generative one. A spec's `type` skips detection.
+ *
+ * Backend: core/models/load_encoder.ts picks Weft's kernels for BERT / RoBERTa /
+ * XLM-R safetensors and onnxruntime-web for directories with only an ONNX graph
+ * (or an architecture the kernels lack); ONNX readers report backend
+ * `onnxruntime-web/<wasm|webgpu>` in their info.
  *
  * Reader settings map onto the encoder: max_batch_size -> inputs per batch
  * (default 32), batch_duration_millis -> longest wait of a partial batch
  * (default 5), max_tokens_per_step -> token slots per GPU pass, max_context ->
- * a lower input limit (tokens), dtype -> GPU weight dtype.
+ * a lower input limit (tokens), dtype -> GPU weight dtype (native kernels
+ * only: an ONNX graph runs in its own dtypes, so dtype other than auto / f32
+ * is refused for it).
  */
 import { InvalidRequestError } from '../../core/errors.ts';
 import { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
 import type { ReaderType } from '../../core/engine/reader_api.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
-import { EncoderModel } from '../../core/models/bert/encoder.ts';
+import { chooseEncoderBackend, loadEncoder } from '../../core/models/load_encoder.ts';
+import { ONNX_MODEL_FILE, OnnxEncoderModel } from '../../core/models/onnx_encoder.ts';
 import { isUseLiteConfig } from '../../core/models/use/config.ts';
 import { UseLiteModel, type EncoderLike } from '../../core/models/use/model.ts';
 import type { ReaderSpec } from './spec.ts';
 
 const ENCODER_BODIES = /^(Bert|Roberta|XLMRoberta)Model$/;
 const ENCODER_MODEL_TYPES = new Set(['bert', 'roberta', 'xlm-roberta']);
+const DECODER_ARCHITECTURES = /(ForCausalLM|ForConditionalGeneration|LMHeadModel)$/;
 
 async function configOf(ms: ModelSource): Promise<Record<string, unknown> | null> {
   if (!(await ms.exists('config.json'))) return null;
@@ -50,6 +61,7 @@ export async function readerTypeOf(ms: ModelSource, forced?: ReaderType): Promis
   if (arch && ENCODER_BODIES.test(arch)) return 'embed';
   if (await ms.exists('modules.json')) return 'embed';
   if (!arch && typeof cfg.model_type === 'string' && ENCODER_MODEL_TYPES.has(cfg.model_type)) return 'embed';
+  if (!(arch && DECODER_ARCHITECTURES.test(arch)) && (await ms.exists(ONNX_MODEL_FILE))) return 'embed';
   return 'generate';
 }
 
@@ -67,19 +79,29 @@ export async function openEncoderReader(
   opts: { probe?: boolean } = {},
 ): Promise<LocalEncoderReader> {
   const cfg = await configOf(ms);
-  const load = cfg && isUseLiteConfig(cfg) ? UseLiteModel.load.bind(UseLiteModel) : EncoderModel.load.bind(EncoderModel);
-  const model: EncoderLike = await load(ctx, ms, {
+  const useLite = !!cfg && isUseLiteConfig(cfg);
+  if (!useLite && spec.dtype && spec.dtype !== 'auto' && spec.dtype !== 'f32' && (await chooseEncoderBackend(ms)) === 'onnx') {
+    throw new InvalidRequestError('invalid_reader_config', `dtype ${spec.dtype} does not apply to ONNX encoders (${spec.model} runs through onnxruntime-web in the graph's own dtypes)`, { field: 'dtype' });
+  }
+  const loadOpts = {
     ...(spec.dtype ? { dtype: spec.dtype } : {}),
     ...(spec.maxSeqs ? { maxBatchSize: spec.maxSeqs } : {}),
     ...(spec.batchDurationMillis !== undefined ? { batchDurationMs: spec.batchDurationMillis } : {}),
     ...(spec.maxTokensPerStep ? { maxBatchTokens: spec.maxTokensPerStep } : {}),
     ...(spec.maxContext ? { maxTokens: spec.maxContext } : {}),
-  });
+  };
+  const model: EncoderLike = useLite ? await UseLiteModel.load(ctx, ms, loadOpts) : await loadEncoder(ctx, ms, loadOpts);
+  const onnx = model instanceof OnnxEncoderModel ? model : null;
+  const device = onnx?.executionProvider === 'wasm' ? 'CPU (onnxruntime-web WASM)' : ctx.gpu.info.name;
+  const backend = onnx ? `onnxruntime-web/${onnx.executionProvider}` : ctx.gpu.info.backend;
   try {
     if (type === 'classify' && model.kind !== 'classify') {
       throw new InvalidRequestError('invalid_reader_config', `type classify needs a *ForSequenceClassification model; ${spec.model} is ${model.spec.architecture}`, { field: 'type' });
     }
-    const reader = new LocalEncoderReader(model, { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend }, type, cfg);
+    if (type === 'embed' && model.kind !== 'embed' && onnx) {
+      throw new InvalidRequestError('invalid_reader_config', `type embed needs hidden states; the ONNX graph of ${spec.model} outputs only classifier logits`, { field: 'type' });
+    }
+    const reader = new LocalEncoderReader(model, { readerId, model: spec.model, device, backend }, type, cfg);
     if (opts.probe) await (type === 'embed' ? reader.embed(['Hello']) : reader.classify(['Hello']));
     return reader;
   } catch (e) {

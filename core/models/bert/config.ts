@@ -48,7 +48,7 @@ export interface EncoderSpec {
   maxTokens: number;
 }
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const POOLING_KEYS: [string, PoolingMode][] = [
@@ -60,7 +60,7 @@ const POOLING_KEYS: [string, PoolingMode][] = [
   ['pooling_mode_lasttoken', 'lasttoken'],
 ];
 
-async function readObject(ms: ModelSource, path: string): Promise<Json> {
+export async function readObject(ms: ModelSource, path: string): Promise<Json> {
   const v = await readJson(ms, path);
   if (!isObj(v)) throw new ModelFormatError(`${path} must be a JSON object`, { path });
   return v;
@@ -104,13 +104,25 @@ export async function readEncoderSpec(ms: ModelSource, opts: { maxTokens?: numbe
   if (cfg.positionEmbeddingType !== 'absolute') {
     throw new UnsupportedModelError(`position_embedding_type ${cfg.positionEmbeddingType} is not supported (absolute only)`);
   }
-  const architecture = Array.isArray(raw.architectures) && typeof raw.architectures[0] === 'string' ? raw.architectures[0] : cfg.architecture;
+  return { cfg, ...(await readEncoderHead(ms, raw, cfg.architecture, cfg.maxPositions - cfg.positionOffset, opts)) };
+}
+
+/** The parts of an EncoderSpec that do not depend on the encoder body (also read for ONNX models). */
+export type EncoderHeadSpec = Omit<EncoderSpec, 'cfg'>;
+
+/**
+ * Head, labels, sentence-transformers modules and token limit from config.json (`raw`) and
+ * the files beside it, for any encoder architecture; `positionLimit` is what the position
+ * table allows (tokens), `fallbackArchitecture` names a config without `architectures`.
+ */
+export async function readEncoderHead(ms: ModelSource, raw: Json, fallbackArchitecture: string, positionLimit: number, opts: { maxTokens?: number } = {}): Promise<EncoderHeadSpec> {
+  const architecture = Array.isArray(raw.architectures) && typeof raw.architectures[0] === 'string' ? raw.architectures[0] : fallbackArchitecture;
   const id2label = isObj(raw.id2label) ? raw.id2label : {};
   const nLabels = Number.isSafeInteger(raw.num_labels) ? (raw.num_labels as number) : Math.max(Object.keys(id2label).length, 0);
   const labels = Array.from({ length: nLabels }, (_, i) => (typeof id2label[String(i)] === 'string' ? (id2label[String(i)] as string) : `LABEL_${i}`));
   const st = (await ms.exists('modules.json')) ? await readSentenceTransformer(ms) : null;
 
-  let maxTokens = cfg.maxPositions - cfg.positionOffset;
+  let maxTokens = positionLimit;
   const limit = (v: unknown): void => {
     if (typeof v === 'number' && Number.isFinite(v) && v >= 2 && v < 1e6) maxTokens = Math.min(maxTokens, Math.floor(v));
   };
@@ -118,7 +130,6 @@ export async function readEncoderSpec(ms: ModelSource, opts: { maxTokens?: numbe
   else if (await ms.exists('tokenizer_config.json')) limit((await readObject(ms, 'tokenizer_config.json')).model_max_length);
   limit(opts.maxTokens);
   return {
-    cfg,
     architecture,
     wantsClassifier: architecture.endsWith('ForSequenceClassification'),
     labels,
