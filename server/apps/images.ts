@@ -11,9 +11,9 @@ import type { GenerateRequest } from '../../core/engine/reader_api.ts';
 import { type ApiSpec, parseBody } from '../http/api_spec.ts';
 import { resolvePromptImages, type ImageFetchConfig } from '../http/image_urls.ts';
 import * as S from '../http/schemas.ts';
-import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
+import { sseGeneration, TAKEOFF_FRAMING } from '../http/sse.ts';
 import type { Service } from '../service.ts';
-import { toGenerateRequest } from './inference.ts';
+import { answerGenerations, toGenerateRequest } from './inference.ts';
 
 export function imageFetchConfig(svc: Service): ImageFetchConfig {
   const c = svc.config;
@@ -38,14 +38,7 @@ export function imageRoutes(app: Hono, spec: ApiSpec, svc: Service): void {
     const body = await parseBody(c, S.ImageGenerateBody, imageBodyLimit(svc, 64));
     const prompts = typeof body.text === 'string' ? [body.text] : body.text;
     const reqs = await Promise.all(prompts.map((t) => imageRequest(svc, body, t)));
-    const ids = reqs.map(() => svc.newRequestId());
-    c.header('x-request-id', ids.join(','));
-    const results = await Promise.all(reqs.map((r, i) => svc.runToCompletion(body.consumer_group, { ...r, id: ids[i]! }, c.req.raw.signal)));
-    if (typeof body.text === 'string') {
-      const d = results[0]!;
-      return c.json({ text: d.text, finish_reason: d.finishReason, usage: usageOf(d) });
-    }
-    return c.json({ text: results.map((d) => d.text), finish_reason: results.map((d) => d.finishReason), usage: results.map(usageOf) });
+    return answerGenerations(c, svc, body.consumer_group, reqs, typeof body.text === 'string');
   });
 
   spec.add({ method: 'post', path: '/image_generate_stream', summary: 'Stream text generated from a prompt with inline <image:URL> images, as server-sent events', body: S.ImageGenerateStreamBody, stream: true });

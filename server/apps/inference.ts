@@ -77,6 +77,23 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
 }
 
 
+/**
+ * Runs the requests of one /generate-shaped call to completion and answers with
+ * the Takeoff shape: one object for a single prompt (`single`), else lists in
+ * prompt order. Request ids go out in `x-request-id` (comma-separated) first, so
+ * a client can cancel while the call is running.
+ */
+export async function answerGenerations(c: Context, svc: Service, group: string | undefined, reqs: GenerateRequest[], single: boolean): Promise<Response> {
+  const ids = reqs.map(() => svc.newRequestId());
+  c.header('x-request-id', ids.join(','));
+  const results = await Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  if (single) {
+    const d = results[0]!;
+    return c.json({ text: d.text, finish_reason: d.finishReason, usage: usageOf(d) });
+  }
+  return c.json({ text: results.map((d) => d.text), finish_reason: results.map((d) => d.finishReason), usage: results.map(usageOf) });
+}
+
 export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   const app = new Hono();
   const spec = new ApiSpec('Weft inference API', 'Text generation, embeddings, classification, reranking, tokenization and request control.', svc.version);
@@ -87,14 +104,7 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
     const body = await parseBody(c, S.GenerateBody, maxBody);
     const prompts = typeof body.text === 'string' ? [body.text] : body.text;
     const reqs = prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes));
-    const ids = reqs.map(() => svc.newRequestId());
-    c.header('x-request-id', ids.join(','));
-    const results = await Promise.all(reqs.map((r, i) => svc.runToCompletion(body.consumer_group, { ...r, id: ids[i]! }, c.req.raw.signal)));
-    if (typeof body.text === 'string') {
-      const d = results[0]!;
-      return c.json({ text: d.text, finish_reason: d.finishReason, usage: usageOf(d) });
-    }
-    return c.json({ text: results.map((d) => d.text), finish_reason: results.map((d) => d.finishReason), usage: results.map(usageOf) });
+    return answerGenerations(c, svc, body.consumer_group, reqs, typeof body.text === 'string');
   });
 
   spec.add({ method: 'post', path: '/generate_stream', summary: 'Stream generated text as server-sent events', body: S.GenerateStreamBody, stream: true });
