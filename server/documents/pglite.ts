@@ -12,12 +12,13 @@
  *
  * The first open of a new directory runs initdb (seconds; much longer on a
  * loaded machine); `template` (a `dumpDataDir()` tarball) skips it — tests
- * use that.
+ * use that. The browser-safe part (no node: imports) is pglite_open.ts.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
-import type { SqlClient, SqlRunner } from './sql_store.ts';
+import { openPgliteAt } from './pglite_open.ts';
+import type { SqlClient } from './sql_store.ts';
 
 /** The PGlite data location for a configured data_dir. */
 export function pgliteLocation(dataDir: string): string {
@@ -30,26 +31,5 @@ export async function openPglite(dataDir: string, opts: { template?: Blob } = {}
   const onDisk = !where.includes('://');
   if (onDisk) mkdirSync(where, { recursive: true });
   const fresh = !onDisk || !existsSync(join(where, 'PG_VERSION'));
-  // Loaded on first use: a server that never loads documents does not pay for the WASM module.
-  const [{ PGlite }, { vector }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-pgvector')]);
-  const pg = await PGlite.create(where, { extensions: { vector }, ...(opts.template && fresh ? { loadDataDir: opts.template } : {}) });
-  const runner = (q: Pick<PGlite, 'query'>): SqlRunner => ({
-    async query<T>(sql: string, params?: unknown[]) {
-      const r = await q.query<T>(sql, params);
-      return { rows: r.rows };
-    },
-  });
-  return {
-    pg,
-    ...runner(pg),
-    async exec(sql) {
-      await pg.exec(sql);
-    },
-    async transaction(fn) {
-      return pg.transaction((tx) => fn(runner(tx)));
-    },
-    async close() {
-      if (!pg.closed) await pg.close();
-    },
-  };
+  return openPgliteAt(where, { ...opts, fresh });
 }
