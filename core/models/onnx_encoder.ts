@@ -6,10 +6,10 @@
  * kind, dims, maxTokens, labels, tokenizer, destroy.
  *
  * Only the transformer body runs in ORT. Everything around it is EncoderModel's code:
- * tokenization and pair building (bert/config.ts specialTemplate + buildInput), the head
- * and sentence-transformers spec (readEncoderHead), pooling / Dense / Normalize and score
- * functions (bert/pooling.ts), dynamic batching (EncoderBatcher). So the two backends
- * differ only in where the hidden states come from, and tests can compare them directly.
+ * the request side, EncoderFront (encoder_front.ts: tokenization and pair building,
+ * dynamic batching, pooling / Dense / Normalize and score functions), and the head and
+ * sentence-transformers spec (readEncoderHead). So the two backends differ only in where
+ * the hidden states (or logits) come from, and tests can compare them directly.
  *
  * The graph is fed input_ids, attention_mask and, when it has them, token_type_ids and
  * position_ids (int64 or int32, as it declares). It must output `last_hidden_state`
@@ -24,15 +24,14 @@
  * bench/embeddings.ts): ask for ['webgpu'] explicitly there. Each provider gets its runtime
  * build from onnxRuntime(ep) (the WASM one can be stopped in a worker thread; onnx_runtime.ts).
  */
-import { EncoderBatcher } from '../engine/encoder_batcher.ts';
 import { InvalidRequestError, ModelFormatError, UnsupportedModelError } from '../errors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { loadTokenizerFromSource, type Tokenizer } from '../tokenizer/tokenizer.ts';
-import { buildInput, classifierActivation, readEncoderHead, readObject, specialTemplate, type EncodedInput, type EncoderHeadSpec, type SpecialTemplate, type StModule } from './bert/config.ts';
-import type { EncoderInput, EncoderLoadOptions } from './bert/encoder.ts';
-import { classScores, cosine, runStModules, sigmoid } from './bert/pooling.ts';
-import { loadHostLinear, moduleTensors, type HostLinear } from './bert/weights.ts';
+import { buildInput, classifierActivation, readEncoderHead, readObject, specialTemplate, type EncodedInput, type EncoderHeadSpec, type SpecialTemplate } from './bert/config.ts';
+import type { EncoderLoadOptions } from './bert/encoder.ts';
+import type { HostLinear } from './bert/weights.ts';
+import { EncoderFront, loadDenseModules } from './encoder_front.ts';
 import { onnxRuntime, webgpuProvider, type OnnxExecutionProvider, type OrtModule } from './onnx_runtime.ts';
 import type * as Ort from 'onnxruntime-web';
 
@@ -45,12 +44,6 @@ export interface OnnxEncoderLoadOptions extends Omit<EncoderLoadOptions, 'dtype'
   file?: string;
   /** An onnxruntime-web module to use instead of the registered / imported one. */
   ort?: OrtModule;
-}
-
-interface Job {
-  input: EncodedInput;
-  want: 'embed' | 'logits';
-  normalize?: boolean;
 }
 
 type IntKind = 'int64' | 'int32';
@@ -72,45 +65,30 @@ interface Io {
 /** model_types whose positions start at padding_idx + 1 (RoBERTa family). */
 const ROBERTA_LIKE = new Set(['roberta', 'xlm-roberta', 'camembert', 'mpnet', 'longformer', 'data2vec-text', 'xmod']);
 
-export class OnnxEncoderModel {
+export class OnnxEncoderModel extends EncoderFront<OnnxEncoderSpec> {
   readonly backend = 'onnx' as const;
-  readonly kind: 'embed' | 'classify';
-  readonly dims: number;
-  readonly maxTokens: number;
-  readonly labels: readonly string[];
-  private readonly batcher: EncoderBatcher<Job, Float32Array>;
-  private readonly st: StModule[];
   /** Token slots (B * S) per session run. */
   private readonly maxBatchTokens: number;
-  private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
-    readonly spec: OnnxEncoderSpec,
-    readonly tokenizer: Tokenizer,
+    spec: OnnxEncoderSpec,
+    tokenizer: Tokenizer,
     /** The execution provider the session runs on. */
     readonly executionProvider: OnnxExecutionProvider,
     /** Width of the last hidden states (0 for logits-only graphs). */
     readonly hiddenSize: number,
     private readonly ort: OrtModule,
     private readonly session: Ort.InferenceSession,
-    private readonly template: SpecialTemplate,
+    template: SpecialTemplate,
     private readonly io: Io,
-    private readonly dense: Map<string, HostLinear>,
+    dense: Map<string, HostLinear>,
     nLabels: number,
     opts: OnnxEncoderLoadOptions,
   ) {
     const logits = io.output === 'logits';
-    this.kind = logits ? 'classify' : 'embed';
-    this.maxTokens = spec.maxTokens;
-    this.labels = logits ? (spec.labels.length === nLabels ? spec.labels : Array.from({ length: nLabels }, (_, i) => `LABEL_${i}`)) : [];
-    this.st = spec.st ?? [{ kind: 'pooling', modes: [opts.pooling ?? (spec.wantsClassifier ? 'cls' : 'mean')] }];
-    let dims = hiddenSize;
-    for (const m of this.st) dims = m.kind === 'pooling' ? m.modes.length * hiddenSize : m.kind === 'dense' ? m.outFeatures : dims;
-    this.dims = logits ? 0 : dims;
-    this.batcher = new EncoderBatcher((jobs) => this.runJobs(jobs), {
-      ...(opts.maxBatchSize !== undefined ? { maxBatchSize: opts.maxBatchSize } : {}),
-      ...(opts.batchDurationMs !== undefined ? { batchDurationMs: opts.batchDurationMs } : {}),
-    });
+    const labels = spec.labels.length === nLabels ? spec.labels : Array.from({ length: nLabels }, (_, i) => `LABEL_${i}`);
+    const classes = logits ? { labels, activation: classifierActivation(spec.problemType, nLabels) } : null;
+    super(spec, tokenizer, template, classes, hiddenSize, dense, opts, logits ? 0 : undefined);
     this.maxBatchTokens = Math.max(spec.maxTokens, opts.maxBatchTokens ?? 4096);
   }
 
@@ -131,13 +109,7 @@ export class OnnxEncoderModel {
     const family = tokenizer.tokenToId('[CLS]') !== undefined ? 'bert' : 'roberta';
     const template = specialTemplate(JSON.parse(await ms.readText('tokenizer.json')), tokenizer, family);
 
-    const dense = new Map<string, HostLinear>();
-    for (const m of spec.st ?? []) {
-      if (m.kind !== 'dense') continue;
-      const l = await loadHostLinear(await moduleTensors(ms, `${m.path}/model.safetensors`), 'linear', m.bias);
-      if (l.inFeatures !== m.inFeatures || l.outFeatures !== m.outFeatures) throw new ModelFormatError(`${m.path}: weight shape does not match its config`);
-      dense.set(m.path, l);
-    }
+    const dense = await loadDenseModules(ms, spec.st);
 
     const bytes = await readAll(ms, file);
     const wanted = opts.executionProviders ?? (ctx?.gpu.info.backend === 'navigator' ? ['webgpu', 'wasm'] : ['wasm']);
@@ -190,102 +162,41 @@ export class OnnxEncoderModel {
     return model;
   }
 
-  /** Token ids / types of a text or a (text, text) pair, truncated to maxTokens. */
-  encode(input: EncoderInput): EncodedInput {
-    const seg = (s: unknown): number[] => {
-      if (typeof s !== 'string') throw new InvalidRequestError('invalid_input', 'encoder inputs must be strings or [string, string] pairs');
-      return this.tokenizer.encode(s, { addSpecialTokens: false });
-    };
-    if (Array.isArray(input)) {
-      if (input.length !== 2) throw new InvalidRequestError('invalid_input', 'a pair input must have exactly two strings');
-      return buildInput(this.template, seg(input[0]), seg(input[1]), this.maxTokens);
-    }
-    return buildInput(this.template, seg(input), null, this.maxTokens);
-  }
-
-  async embed(texts: string[], opts: { normalize?: boolean; signal?: AbortSignal } = {}): Promise<{ vectors: Float32Array[]; dims: number; truncated: boolean[]; tokens: number[] }> {
+  /** A logits-only graph has no hidden states to pool: embed() is refused. */
+  protected override embedCheck(): void {
     if (this.kind !== 'embed') throw new InvalidRequestError('not_an_embedding_model', 'embed needs an embedding model; this ONNX graph outputs classifier logits');
-    const inputs = strings(texts).map((t) => this.encode(t));
-    const jobs = inputs.map((input): Job => ({ input, want: 'embed', ...(opts.normalize !== undefined ? { normalize: opts.normalize } : {}) }));
-    const vectors = await this.batcher.submit(jobs, opts.signal ? { signal: opts.signal } : {});
-    return { vectors, dims: this.dims, truncated: inputs.map((i) => i.truncated), tokens: inputs.map((i) => i.ids.length) };
-  }
-
-  async classify(inputs: EncoderInput[], opts: { signal?: AbortSignal } = {}): Promise<{ label: string; score: number; scores: Record<string, number> }[]> {
-    if (this.kind !== 'classify') throw new InvalidRequestError('not_a_classifier', 'classify needs a *ForSequenceClassification model; this is an embedding model');
-    if (!Array.isArray(inputs)) throw new InvalidRequestError('invalid_input', 'inputs must be an array');
-    const activation = classifierActivation(this.spec.problemType, this.labels.length);
-    const logits = await this.batcher.submit(inputs.map((i): Job => ({ input: this.encode(i), want: 'logits' })), opts.signal ? { signal: opts.signal } : {});
-    return logits.map((l) => {
-      const s = classScores(l, activation);
-      const best = s.reduce((bi, v, i) => (v > s[bi]! ? i : bi), 0);
-      return { label: this.labels[best]!, score: s[best]!, scores: Object.fromEntries(this.labels.map((n, i) => [n, s[i]!])) };
-    });
-  }
-
-  /** Relevance of each document to the query (cross-encoder sigmoid, or embedding cosine), and the ranking. */
-  async rerank(query: string, documents: string[], opts: { signal?: AbortSignal } = {}): Promise<{ scores: number[]; ranking: { index: number; score: number }[] }> {
-    const [q] = strings([query]);
-    const docs = strings(documents);
-    const sig = opts.signal ? { signal: opts.signal } : {};
-    let scores: number[];
-    if (this.kind === 'classify') {
-      if (this.labels.length !== 1) throw new InvalidRequestError('not_a_reranker', `rerank needs a one-label cross-encoder; this classifier has ${this.labels.length} labels`);
-      const logits = await this.batcher.submit(docs.map((d): Job => ({ input: this.encode([q!, d]), want: 'logits' })), sig);
-      scores = logits.map((l) => sigmoid(l[0]!));
-    } else {
-      const [qv, ...dv] = await this.batcher.submit([q!, ...docs].map((t): Job => ({ input: this.encode(t), want: 'embed' })), sig);
-      scores = dv.map((v) => cosine(qv!, v));
-    }
-    const ranking = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index);
-    return { scores, ranking };
   }
 
   /** Last hidden states of each input, [ids.length, D] f32 (embedding graphs only). */
-  async hiddenStates(inputs: readonly EncodedInput[]): Promise<Float32Array[]> {
+  override async hiddenStates(inputs: readonly EncodedInput[]): Promise<Float32Array[]> {
     if (this.kind !== 'embed') throw new InvalidRequestError('not_an_embedding_model', 'this ONNX graph outputs logits, not hidden states');
     return this.exclusive(() => this.passes(inputs));
   }
 
-  destroy(): void {
-    this.batcher.close();
-    void this.queue.finally(() => this.session.release()).catch(() => undefined);
+  /** Releases the session after the runs already queued (ORT sessions are not re-entrant: one run at a time). */
+  protected override release(): void {
+    void this.exclusive(() => this.session.release()).catch(() => undefined);
   }
 
-  /** One session run at a time (ORT sessions are not re-entrant). */
-  private exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(f, f);
-    this.queue = run.catch(() => undefined);
-    return run;
+  /** The graph gives every row (or logits): no first-row-only passes. */
+  protected override firstRowsOnly(): boolean {
+    return false;
   }
 
-  private async runJobs(jobs: Job[]): Promise<Float32Array[]> {
-    const D = this.hiddenSize;
-    const rows = await this.exclusive(() => this.passes(jobs.map((j) => j.input)));
-    return jobs.map((j, k) => (j.want === 'logits' ? rows[k]! : runStModules(rows[k]!, j.input.ids.length, D, this.st, this.dense, j.normalize)));
+  /** A logits graph's output row is the logits. */
+  protected override logits(row: Float32Array): Float32Array {
+    return row;
   }
 
   /**
-   * Session runs over `inputs`, grouped as EncoderModel groups its GPU passes: sorted by
-   * length, each group padded to its longest input while rows * longest fits
-   * maxBatchTokens and at least half the slots are real tokens. Returns per input its
-   * hidden states [len, D], or its logits.
+   * Session runs over `inputs`, grouped as EncoderModel groups its GPU passes (passGroups()
+   * within maxBatchTokens). Returns per input its hidden states [len, D], or its logits
+   * (rows are always all of them).
    */
-  private async passes(inputs: readonly EncodedInput[]): Promise<Float32Array[]> {
+  protected override async passes(inputs: readonly EncodedInput[]): Promise<Float32Array[]> {
     const len = (i: number): number => inputs[i]!.ids.length;
-    const order = inputs.map((_, i) => i).sort((a, b) => len(b) - len(a) || a - b);
     const out: Float32Array[] = new Array(inputs.length);
-    for (let start = 0; start < order.length; ) {
-      const S = Math.max(1, len(order[start]!));
-      let real = S;
-      let B = 1;
-      for (; start + B < order.length && (B + 1) * S <= this.maxBatchTokens; B++) {
-        const next = len(order[start + B]!);
-        if (2 * (real + next) < (B + 1) * S) break;
-        real += next;
-      }
-      const group = order.slice(start, start + B);
-      start += B;
+    for (const { group, S } of this.passGroups(inputs, this.maxBatchTokens)) {
       const result = (await this.session.run(feeds(this.ort, this.io, group.map((i) => inputs[i]!), S)))[this.io.output]!;
       const data = (await result.getData()) as Float32Array;
       const W = Number(result.dims[result.dims.length - 1]);
@@ -328,11 +239,6 @@ function feeds(ort: OrtModule, io: Io, rows: readonly EncodedInput[], S: number)
     out[name] = kind === 'int64' ? new ort.Tensor('int64', BigInt64Array.from(v, BigInt), [rows.length, S]) : new ort.Tensor('int32', Int32Array.from(v), [rows.length, S]);
   }
   return out;
-}
-
-function strings(v: unknown): string[] {
-  if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) throw new InvalidRequestError('invalid_input', 'expected an array of strings');
-  return v as string[];
 }
 
 /** A whole model file as one fresh Uint8Array (ORT takes bytes; it would fetch() a path). */
