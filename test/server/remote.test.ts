@@ -30,11 +30,16 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await http?.close();
-  await t?.svc.close();
-  if (remote) await kill(remote.child);
-  if (extra) await kill(extra.child);
-});
+  // The reader processes are killed whatever happens to the service's close (a slow or
+  // failing close under load must not leave orphans listening after the run).
+  try {
+    await http?.close();
+    await t?.svc.close();
+  } finally {
+    if (remote) await kill(remote.child);
+    if (extra) await kill(extra.child);
+  }
+}, 60_000);
 
 const groups = async (): Promise<Record<string, { reader_id: string; ready: boolean; state: string; remote: string | null; error: { code: string } | null; model: string }[]>> =>
   (await (await fetch(`${http.management}/reader_groups`)).json()) as never;
