@@ -37,7 +37,8 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { benchGenerate, DEFAULTS, machineDescription, markdownGenerate, type GenerateBenchOptions, type GenerateBenchReport } from './generate.ts';
+import { benchGenerate, DEFAULTS, machineDescription, type GenerateBenchOptions, type GenerateBenchReport } from './generate.ts';
+import { markdownGenerate } from './generate_report.ts';
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 

@@ -1,0 +1,14 @@
+/** Small statistics shared by the bench modules. */
+
+/** Median of the finite values (mean of the middle two for an even count); NaN when none. */
+export function median(xs: number[]): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Arithmetic mean; NaN for an empty list. */
+export function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN;
+}
