@@ -49,12 +49,14 @@ import json
 import math
 import os
 import shutil
-import struct
-import sys
 
 import numpy as np
 import torch
 from PIL import Image
+
+# Shared with the other golden generators (same definitions, run from this directory).
+from make_decoders import rms_norm, rotate_half, sig, top2_gap, write_safetensors  # noqa: E402
+from make_encoders import layer_norm  # noqa: E402
 
 GENERATOR_VERSION = 1
 GENERATOR = f"scripts/golden/make_llava.py v{GENERATOR_VERSION}"
@@ -238,34 +240,7 @@ def make_weights(seed):
     return w
 
 
-def write_safetensors(path, tensors):
-    """safetensors: u64 LE header length, JSON header (space-padded to 8 bytes), raw LE data."""
-    names = sorted(tensors)
-    header = {"__metadata__": {"format": "pt"}}
-    blobs = []
-    off = 0
-    for n in names:
-        t = tensors[n].to(torch.float32).contiguous()
-        b = t.numpy().astype("<f4").tobytes()
-        header[n] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-
-
 # ---- the reference forward pass -----------------------------------------------------------
-
-
-def layer_norm(x, w, b, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * w + b
 
 
 def clip_hidden_states(w, pixels):
@@ -310,15 +285,6 @@ def image_features(w, pixels):
     h = f @ w["multi_modal_projector.linear_1.weight"].T + w["multi_modal_projector.linear_1.bias"]
     h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
     return h @ w["multi_modal_projector.linear_2.weight"].T + w["multi_modal_projector.linear_2.bias"]
-
-
-def rms_norm(x, w, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
 def llama_from_embeds(w, x):
@@ -370,11 +336,6 @@ def forward(W, ids, pixels, dtype=torch.float64):
     return llama_from_embeds(w, x)
 
 
-def top2_gap(v):
-    t = torch.topk(v, 2).values
-    return float(t[0] - t[1])
-
-
 def greedy(W, ids, pixels, n):
     seq = list(ids)
     margins = []
@@ -383,10 +344,6 @@ def greedy(W, ids, pixels, n):
         margins.append(top2_gap(last))
         seq.append(int(torch.argmax(last)))
     return seq[len(ids):], margins
-
-
-def sig(v, digits=6):
-    return float(f"{v:.{digits}g}")
 
 
 def main():
