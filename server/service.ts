@@ -88,6 +88,13 @@ export class Service {
     return randomUUID();
   }
 
+  /** Refuses work that would hold more than `kvstore_max_memory` bytes queued (503 overloaded). */
+  private checkCapacity(bytes: number): void {
+    if (this.reservedBytes + bytes <= this.config.kvstoreMaxMemory) return;
+    this.metrics.rejected.inc();
+    throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
+  }
+
   /**
    * Admits a request to a reader of `group`. The caller iterates `events` and
    * must call `release` once done (also on error).
@@ -95,10 +102,7 @@ export class Service {
   async startGeneration(group: string | undefined, req: GenerateRequest, signal: AbortSignal): Promise<{ events: AsyncIterable<GenerationEvent>; release: () => void; reader: ManagedReader }> {
     if (signal.aborted) throw new CancelledError();
     const bytes = requestBytes(req);
-    if (this.reservedBytes + bytes > this.config.kvstoreMaxMemory) {
-      this.metrics.rejected.inc();
-      throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
-    }
+    this.checkCapacity(bytes);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' }, signal);
     const id = req.id ?? this.newRequestId();
     const ac = new AbortController();
@@ -170,10 +174,7 @@ export class Service {
   ): Promise<T> {
     if (signal.aborted) throw new CancelledError();
     const bytes = 1024 + texts.reduce((a, t) => a + t.length * 2 + 8192, 0); // inputs, plus room for each output
-    if (this.reservedBytes + bytes > this.config.kvstoreMaxMemory) {
-      this.metrics.rejected.inc();
-      throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
-    }
+    this.checkCapacity(bytes);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, need, signal);
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
