@@ -24,7 +24,13 @@
 // 64 (256-byte aligned), so rows of K % 4 == 0 matrices are vec4-aligned.
 
 @group(0) @binding(0) var<uniform> p: Params;
+#if TEX
+// The packed weights as an rgba32float texture, vec4 i at texel (i % TW, i / TW): on llvmpipe a
+// texel fetch costs ~1/6 of a storage load (Mesa loops storage loads lane by lane).
+@group(0) @binding(1) var wt: texture_2d<f32>;
+#else
 @group(0) @binding(1) var<storage, read> w4: array<vec4<f32>>;        // packed f32 weights (core/models/llama/weights.ts)
+#endif
 @group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots [seqs]; block tables [seqs, maxBlocks]
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;         // [headDim / 2] radians per position
 #if Q8
@@ -37,8 +43,13 @@
 @group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
 
 const WG: u32 = {{WG}}u;
+const TW: u32 = {{TW}}u;  // texels per weight-texture row (power of two)
+const TW_LOG2: u32 = {{TW_LOG2}}u;
 const GC: u32 = {{GC}}u;
-const MR: u32 = {{MR}}u;  // token rows (sequences) per workgroup, 1..4
+const HD4: u32 = {{HD4}}u;  // head dim / 4
+const MR: u32 = {{MR}}u;
+const NO: u32 = {{NO}}u;  // octets (8 columns) per invocation per matmul pass, 1 | 2 | 4
+const CPL: u32 = 8u * NO;  // columns per invocation per pass  // token rows (sequences) per workgroup, 1..4
 const PS: u32 = {{PS}}u;  // vec4s of workgroup memory per row
 const NEG: f32 = -1e30;
 const INV127: f32 = 0.007874015718698502;  // f32(1/127)
@@ -49,10 +60,19 @@ const INV127: f32 = 0.007874015718698502;  // f32(1/127)
 var<workgroup> sm: array<vec4<f32>, {{SM}}>;  // MR row regions of PS vec4s
 var<workgroup> red: array<f32, 4>;  // per row: RMSNorm 1/rms
 
-// ---- scalar access ----
+// ---- weight access ----
+
+// The weight vec4 at vec4 index i.
+fn wv(i: u32) -> vec4<f32> {
+#if TEX
+  return textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2), 0);
+#else
+  return w4[i];
+#endif
+}
 
 fn ws(e: u32) -> f32 {
-  return w4[e >> 2u][e & 3u];
+  return wv(e >> 2u)[e & 3u];
 }
 
 fn smGet(i: u32) -> f32 {
@@ -118,20 +138,78 @@ fn xload(xo: u32, c: u32) -> mat4x4<f32> {
 #endif
 }
 
-// Rows n0.. of W [N, K] at element offset wo (K % 4 == 0, wo % 4 == 0) times the MR x rows.
-fn octDot(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Oct {
+// W rows r.x..r.w (vec4 indices of their starts) at k chunk c, as matrix columns.
+fn wquad(r: vec4<u32>, c: u32) -> mat4x4<f32> {
+  return transpose(mat4x4<f32>(wv(r.x + c), wv(r.y + c), wv(r.z + c), wv(r.w + c)));
+}
+
+// Row starts (vec4 indices) of W rows n..n+3 clamped to N - 1 (tail columns re-read row N - 1).
+fn rowStarts(w4o: u32, k4: u32, n: u32, nl: vec4<u32>) -> vec4<u32> {
+  return vec4<u32>(w4o) + min(vec4<u32>(n) + vec4<u32>(0u, 1u, 2u, 3u), nl) * k4;
+}
+
+// NO octets (columns n0 .. n0 + 8 NO - 1) of the MR rows: octet j = columns n0 + 8j ...
+struct Octs {
+  o: array<Oct, NO>,
+}
+
+// Rows n0.. of W [N, K] at element offset wo (K % 4 == 0, wo % 4 == 0) times the MR x rows:
+// NO octets per call, so each x chunk read from workgroup memory serves 8 NO columns (on
+// llvmpipe a workgroup-memory load costs ~6x a texel fetch; NO is chosen per adapter).
+fn octDot(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Octs {
   let nl = vec4<u32>(N - 1u);
   let k4 = K / 4u;
-  let ba = vec4<u32>(wo >> 2u) + min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), nl) * k4;
-  let bb = vec4<u32>(wo >> 2u) + min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), nl) * k4;
-  var acc = mat4x4<f32>();
-  var acd = mat4x4<f32>();
+  let w4o = wo >> 2u;
+  let r0 = rowStarts(w4o, k4, n0, nl);
+  let r1 = rowStarts(w4o, k4, n0 + 4u, nl);
+  var a0 = mat4x4<f32>();
+  var b0 = mat4x4<f32>();
+#if NO == 2 || NO == 4
+  let r2 = rowStarts(w4o, k4, n0 + 8u, nl);
+  let r3 = rowStarts(w4o, k4, n0 + 12u, nl);
+  var a1 = mat4x4<f32>();
+  var b1 = mat4x4<f32>();
+#endif
+#if NO == 4
+  let r4 = rowStarts(w4o, k4, n0 + 16u, nl);
+  let r5 = rowStarts(w4o, k4, n0 + 20u, nl);
+  let r6 = rowStarts(w4o, k4, n0 + 24u, nl);
+  let r7 = rowStarts(w4o, k4, n0 + 28u, nl);
+  var a2 = mat4x4<f32>();
+  var b2 = mat4x4<f32>();
+  var a3 = mat4x4<f32>();
+  var b3 = mat4x4<f32>();
+#endif
   for (var c = 0u; c < k4; c++) {
     let X = xload(xo, c);
-    acc = mstep(acc, transpose(mat4x4<f32>(w4[ba.x + c], w4[ba.y + c], w4[ba.z + c], w4[ba.w + c])), X);
-    acd = mstep(acd, transpose(mat4x4<f32>(w4[bb.x + c], w4[bb.y + c], w4[bb.z + c], w4[bb.w + c])), X);
+    a0 = mstep(a0, wquad(r0, c), X);
+    b0 = mstep(b0, wquad(r1, c), X);
+#if NO == 2 || NO == 4
+    a1 = mstep(a1, wquad(r2, c), X);
+    b1 = mstep(b1, wquad(r3, c), X);
+#endif
+#if NO == 4
+    a2 = mstep(a2, wquad(r4, c), X);
+    b2 = mstep(b2, wquad(r5, c), X);
+    a3 = mstep(a3, wquad(r6, c), X);
+    b3 = mstep(b3, wquad(r7, c), X);
+#endif
   }
-  return Oct(acc, acd);
+  var r: Octs;
+  r.o[0] = Oct(a0, b0);
+#if NO == 2 || NO == 4
+  r.o[1] = Oct(a1, b1);
+#endif
+#if NO == 4
+  r.o[2] = Oct(a2, b2);
+  r.o[3] = Oct(a3, b3);
+#endif
+  return r;
+}
+
+// Stores the NO octets of octDot at vec4 offset o4 (+ old value when `acc`); columns >= N dropped.
+fn putOcts(o4: u32, n0: u32, N: u32, v: Octs, acc: bool) {
+  for (var j = 0u; j < NO; j++) { putOct(o4, n0 + 8u * j, N, v.o[j], acc); }
 }
 
 #if !VEC_I
@@ -188,7 +266,7 @@ fn normRows(lid: u32, wo: u32) {
   for (var k = lid; k < MR * D4; k += WG) {
     let r = k / D4;
     let c = k % D4;
-    sm[r * PS + p.oH + c] = sm[r * PS + c] * red[r] * w4[(wo >> 2u) + c];
+    sm[r * PS + p.oH + c] = sm[r * PS + c] * red[r] * wv((wo >> 2u) + c);
   }
 }
 
@@ -319,14 +397,44 @@ fn kvRow(bt: u32, j: u32, kvh: u32, kvOff: u32) -> u32 {
   return kvOff + (slot * p.nKv + kvh) * p.kvStride;
 }
 
+// Cache rows of positions j .. j + 7 (clamped to pos). With blocks of >= 8 slots the 8
+// positions span at most two blocks: two block-table reads instead of eight.
+struct Rows8 {
+  a: vec4<u32>,
+  b: vec4<u32>,
+}
+
+fn kvRows8(bt: u32, j: u32, pos: u32, kvh: u32, kvOff: u32) -> Rows8 {
+  let ja = min(vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(pos));
+  let jb = min(vec4<u32>(j) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(pos));
+  let bs = p.blockSize;
+#if BLOCK8
+  let j0 = j / bs;
+  let blk0 = inp[bt + j0];
+  let blk1 = inp[bt + jb.w / bs];
+  let ba = select(vec4<u32>(blk1), vec4<u32>(blk0), ja / bs == vec4<u32>(j0));
+  let bb = select(vec4<u32>(blk1), vec4<u32>(blk0), jb / bs == vec4<u32>(j0));
+#else
+  let ba = vec4<u32>(inp[bt + ja.x / bs], inp[bt + ja.y / bs], inp[bt + ja.z / bs], inp[bt + ja.w / bs]);
+  let bb = vec4<u32>(inp[bt + jb.x / bs], inp[bt + jb.y / bs], inp[bt + jb.z / bs], inp[bt + jb.w / bs]);
+#endif
+  let sa = ba * bs + ja % bs;
+  let sb = bb * bs + jb % bs;
+  return Rows8(vec4<u32>(kvOff) + (sa * p.nKv + kvh) * p.kvStride, vec4<u32>(kvOff) + (sb * p.nKv + kvh) * p.kvStride);
+}
+
 // Invocation `id` = (kv head, chunk of GC query heads): q from region B, output into region H.
+// q, the running max / sum and the output accumulators of the GC heads live in private arrays
+// indexed by compile-time loop bounds (GC, HD4), which the shader compilers unroll into
+// registers: workgroup-memory traffic per key tile is what this loop would otherwise pay for.
 fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
   let chunks = p.group / GC;
   let kvh = id / chunks;
   let h0 = kvh * p.group + (id % chunks) * GC;
-  let hd4 = p.hd / 4u;
   let qBase = 4u * (r * PS + p.oB) + h0 * p.hd;  // q of head h0 + g at qBase + g * hd (float index)
   let oBase = 4u * (r * PS + p.oH) + h0 * p.hd;  // out of head h0 + g at oBase + g * hd
+  var q: array<vec4<f32>, GC * HD4>;
+  var o: array<vec4<f32>, GC * HD4>;
   var m: array<f32, GC>;
   var l: array<f32, GC>;
   var sa: array<vec4<f32>, GC>;
@@ -335,22 +443,26 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
   for (var g = 0u; g < GC; g++) {
     m[g] = NEG;
     l[g] = 0.0;
+    for (var d = 0u; d < HD4; d++) {
+      q[g * HD4 + d] = ld4(qBase + g * p.hd + 4u * d);
+      o[g * HD4 + d] = vec4<f32>(0.0);
+    }
   }
-  for (var i = 0u; i < GC * hd4; i++) { st4(oBase + 4u * i, vec4<f32>(0.0)); }
   for (var j = firstPos(pos); j <= pos; j += 8u) {
-    let r0 = kvRow(bt, j, kvh, kvOff);
-    let r1 = kvRow(bt, min(j + 1u, pos), kvh, kvOff);
-    let r2 = kvRow(bt, min(j + 2u, pos), kvh, kvOff);
-    let r3 = kvRow(bt, min(j + 3u, pos), kvh, kvOff);
-    let r4 = kvRow(bt, min(j + 4u, pos), kvh, kvOff);
-    let r5 = kvRow(bt, min(j + 5u, pos), kvh, kvOff);
-    let r6 = kvRow(bt, min(j + 6u, pos), kvh, kvOff);
-    let r7 = kvRow(bt, min(j + 7u, pos), kvh, kvOff);
+    let rows = kvRows8(bt, j, pos, kvh, kvOff);
+    let r0 = rows.a.x;
+    let r1 = rows.a.y;
+    let r2 = rows.a.z;
+    let r3 = rows.a.w;
+    let r4 = rows.b.x;
+    let r5 = rows.b.y;
+    let r6 = rows.b.z;
+    let r7 = rows.b.w;
     for (var g = 0u; g < GC; g++) {
       sa[g] = vec4<f32>(0.0);
       sb[g] = vec4<f32>(0.0);
     }
-    for (var d = 0u; d < hd4; d++) {
+    for (var d = 0u; d < HD4; d++) {
       let k0 = ldK(r0, d);
       let k1 = ldK(r1, d);
       let k2 = ldK(r2, d);
@@ -360,7 +472,7 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
       let k6 = ldK(r6, d);
       let k7 = ldK(r7, d);
       for (var g = 0u; g < GC; g++) {
-        let qd = ld4(qBase + g * p.hd + 4u * d);
+        let qd = q[g * HD4 + d];
         sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
         sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
       }
@@ -396,7 +508,7 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
       sb[g] = wb;
 #endif
     }
-    for (var d = 0u; d < hd4; d++) {
+    for (var d = 0u; d < HD4; d++) {
       let v0 = ldV(r0, d);
       let v1 = ldV(r1, d);
       let v2 = ldV(r2, d);
@@ -408,16 +520,15 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
       for (var g = 0u; g < GC; g++) {
         let wa = sa[g];
         let wb = sb[g];
-        let o = oBase + g * p.hd + 4u * d;
-        st4(o, ld4(o) * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7));
+        let i = g * HD4 + d;
+        o[i] = o[i] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
       }
     }
   }
   for (var g = 0u; g < GC; g++) {
     let inv = 1.0 / l[g];
-    for (var d = 0u; d < hd4; d++) {
-      let o = oBase + g * p.hd + 4u * d;
-      st4(o, ld4(o) * inv);
+    for (var d = 0u; d < HD4; d++) {
+      st4(oBase + g * p.hd + 4u * d, o[g * HD4 + d] * inv);
     }
   }
 }
@@ -454,7 +565,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let r = k / D4;
     let c = k % D4;
     let tok = inp[p.inTokens + seqOf(wid, r)];
-    sm[r * PS + c] = select(vec4<f32>(0.0), w4[(p.wEmbed >> 2u) + min(tok, p.V - 1u) * D4 + c], tok < p.V);
+    sm[r * PS + c] = select(vec4<f32>(0.0), wv((p.wEmbed >> 2u) + min(tok, p.V - 1u) * D4 + c), tok < p.V);
   }
   workgroupBarrier();
 
@@ -469,18 +580,21 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     workgroupBarrier();
 
     // qkv = h · Wqkvᵀ (+ bias)
-    for (var n0 = 8u * lid; n0 < p.qkvCols; n0 += 8u * WG) {
+    for (var n0 = CPL * lid; n0 < p.qkvCols; n0 += CPL * WG) {
       var v = octDot(oH, lb + p.lQkv, D, n0, p.qkvCols);
 #if BIAS
-      let bo = lb + p.lQkvB + n0;
-      let ba = vec4<f32>(ws(bo), ws(bo + 1u), ws(bo + 2u), ws(bo + 3u));
-      let bb = vec4<f32>(ws(bo + 4u), ws(bo + 5u), ws(bo + 6u), ws(bo + 7u));
-      for (var i = 0u; i < MR; i++) {
-        v.a[i] += ba;
-        v.b[i] += bb;
+      for (var j = 0u; j < NO; j++) {
+        let nj = n0 + 8u * j;
+        let bo = lb + p.lQkvB + select(nj, 0u, nj >= p.qkvCols);  // dropped octets: any in-range bias
+        let ba = vec4<f32>(ws(bo), ws(bo + 1u), ws(bo + 2u), ws(bo + 3u));
+        let bb = vec4<f32>(ws(bo + 4u), ws(bo + 5u), ws(bo + 6u), ws(bo + 7u));
+        for (var i = 0u; i < MR; i++) {
+          v.o[j].a[i] += ba;
+          v.o[j].b[i] += bb;
+        }
       }
 #endif
-      putOct(oB, n0, p.qkvCols, v, false);
+      putOcts(oB, n0, p.qkvCols, v, false);
     }
     workgroupBarrier();
 
@@ -503,7 +617,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     workgroupBarrier();
 
     // x += att · Woᵀ
-    for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) { putOct(0u, n0, D, octDot(oH, lb + p.lO, AD, n0, D), true); }
+    for (var n0 = CPL * lid; n0 < D; n0 += CPL * WG) { putOcts(0u, n0, D, octDot(oH, lb + p.lO, AD, n0, D), true); }
     workgroupBarrier();
 
     // h = RMSNorm(x) * postNorm
@@ -513,28 +627,30 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     workgroupBarrier();
 
     // act = silu(h · Wgateᵀ) * (h · Wupᵀ), zero past I
-    for (var j0 = 8u * lid; j0 < p.I; j0 += 8u * WG) {
-      let g = octDot(oH, lb + p.lGu, D, j0, p.I);
-      let u = octDot(oH, lb + p.lGu + p.I * D, D, j0, p.I);
-      let ja = vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.I);
-      let jb = vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u) < vec4<u32>(p.I);
-      let second = j0 + 4u < (p.I + 3u) / 4u * 4u;
-      for (var i = 0u; i < MR; i++) {
-        let o = i * PS + oB + j0 / 4u;
-        sm[o] = select(vec4<f32>(0.0), silu(g.a[i]) * u.a[i], ja);
-        if (second) { sm[o + 1u] = select(vec4<f32>(0.0), silu(g.b[i]) * u.b[i], jb); }
+    for (var n0 = CPL * lid; n0 < p.I; n0 += CPL * WG) {
+      let g = octDot(oH, lb + p.lGu, D, n0, p.I);
+      let u = octDot(oH, lb + p.lGu + p.I * D, D, n0, p.I);
+      for (var j = 0u; j < NO; j++) {
+        let j0 = n0 + 8u * j;
+        if (j0 >= p.I) { break; }
+        let ja = vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.I);
+        let jb = vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u) < vec4<u32>(p.I);
+        let second = j0 + 4u < (p.I + 3u) / 4u * 4u;
+        for (var i = 0u; i < MR; i++) {
+          let o = i * PS + oB + j0 / 4u;
+          sm[o] = select(vec4<f32>(0.0), silu(g.o[j].a[i]) * u.o[j].a[i], ja);
+          if (second) { sm[o + 1u] = select(vec4<f32>(0.0), silu(g.o[j].b[i]) * u.o[j].b[i], jb); }
+        }
       }
     }
     workgroupBarrier();
 
     // x += act · Wdownᵀ
-    for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) {
 #if VEC_I
-      putOct(0u, n0, D, octDot(oB, lb + p.lDown, p.I, n0, D), true);
+    for (var n0 = CPL * lid; n0 < D; n0 += CPL * WG) { putOcts(0u, n0, D, octDot(oB, lb + p.lDown, p.I, n0, D), true); }
 #else
-      putOct(0u, n0, D, octDotS(oB, lb + p.lDown, p.I, n0, D), true);
+    for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) { putOct(0u, n0, D, octDotS(oB, lb + p.lDown, p.I, n0, D), true); }
 #endif
-    }
     workgroupBarrier();
   }
 
@@ -543,14 +659,17 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   workgroupBarrier();
   normRows(lid, p.wNorm);
   workgroupBarrier();
-  for (var n0 = 8u * lid; n0 < p.V; n0 += 8u * WG) {
+  for (var n0 = CPL * lid; n0 < p.V; n0 += CPL * WG) {
     let v = octDot(oH, p.wHead, D, n0, p.V);
-    for (var i = 0u; i < MR; i++) {
-      if (!rowValid(wid, i)) { continue; }
-      let o = (wid * MR + i) * p.V + n0;
-      for (var j = 0u; j < 4u; j++) {
-        if (n0 + j < p.V) { logits[o + j] = v.a[i][j]; }
-        if (n0 + 4u + j < p.V) { logits[o + 4u + j] = v.b[i][j]; }
+    for (var j = 0u; j < NO; j++) {
+      let nj = n0 + 8u * j;
+      for (var i = 0u; i < MR; i++) {
+        if (!rowValid(wid, i)) { continue; }
+        let o = (wid * MR + i) * p.V + nj;
+        for (var q = 0u; q < 4u; q++) {
+          if (nj + q < p.V) { logits[o + q] = v.o[j].a[i][q]; }
+          if (nj + 4u + q < p.V) { logits[o + 4u + q] = v.o[j].b[i][q]; }
+        }
       }
     }
   }

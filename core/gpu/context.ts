@@ -16,7 +16,7 @@ import { defaultVariant, type Variant } from '../ops/variant.ts';
 export class GpuContext {
   readonly pipelines: PipelineCache;
   readonly pool: BufferPool;
-  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private readonly bufferIds = new WeakMap<GPUBuffer | GPUTexture, number>();
   private nextBufferId = 1;
   /** Bind groups keyed by pipeline + bindings; cleared when it grows too large. */
   readonly bindGroups = new Map<string, GPUBindGroup>();
@@ -42,7 +42,7 @@ export class GpuContext {
     return this.gpu.device;
   }
 
-  bufferId(b: GPUBuffer): number {
+  bufferId(b: GPUBuffer | GPUTexture): number {
     let id = this.bufferIds.get(b);
     if (id === undefined) this.bufferIds.set(b, (id = this.nextBufferId++));
     return id;

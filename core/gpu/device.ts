@@ -36,6 +36,8 @@ export interface GpuInfo {
   backend: Exclude<BackendName, 'auto'>;
   vendor: string;
   architecture: string;
+  /** The adapter's device string, e.g. "llvmpipe-llvm-15-0-6-256-bits-" (often empty in browsers). */
+  device: string;
   /** True for software rasterisers (SwiftShader, llvmpipe): CPU emulation. */
   isCpu: boolean;
   /** 'core' or 'compatibility'. */
@@ -134,7 +136,7 @@ async function tryNode(backend: 'native' | 'swiftshader' | 'opengles', pref?: GP
   }
   if (backend === 'swiftshader') {
     // SwiftShader is Vulkan's CPU ("fallback") adapter; prepareGpuEnv added its ICD.
-    const gpu = m.create(['backend=vulkan']);
+    const gpu = m.create(['backend=vulkan', ...(env()?.WEFT_GPU_ROBUSTNESS === 'off' ? ['enable-dawn-features=disable_robustness'] : [])]);
     const adapter = await gpu.requestAdapter({ powerPreference: pref, forceFallbackAdapter: true });
     return adapter ? { instance: gpu, adapter, backend, featureLevel: 'core' } : null;
   }
@@ -222,6 +224,7 @@ export async function createGpu(options: GpuOptions = {}): Promise<Gpu> {
     backend: found.backend,
     vendor: adapter.info.vendor,
     architecture: adapter.info.architecture,
+    device: adapter.info.device,
     isCpu: looksCpu(adapter),
     featureLevel: found.featureLevel,
     features: [...adapter.features].map(String).sort(),

@@ -10,7 +10,13 @@ import type { Profiler } from './profiler.ts';
 import { byteLength, type Tensor } from './tensor.ts';
 
 /** A storage binding: a whole tensor or an explicit buffer range. */
-export type Binding = Tensor | { buffer: GPUBuffer; offset?: number; size?: number };
+export type BufferBinding = Tensor | { buffer: GPUBuffer; offset?: number; size?: number };
+/** A sampled-texture binding (`texture_2d`); `texture` identifies it in the bind-group cache. */
+export interface TextureBinding {
+  texture: GPUTexture;
+  view: GPUTextureView;
+}
+export type Binding = BufferBinding | TextureBinding;
 
 const UNIFORM = 0x40 | 0x08; // UNIFORM | COPY_DST
 const MAP_READ = 0x01 | 0x08; // MAP_READ | COPY_DST
@@ -82,6 +88,11 @@ export class Recorder {
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: at, size: kernel.layout.byteSize } }];
     let key = `${kernel.id}:${this.ctx.bufferId(this.arena)}@${at}`;
     buffers.forEach((b, i) => {
+      if ('view' in b) {
+        entries.push({ binding: i + 1, resource: b.view });
+        key += `|t${this.ctx.bufferId(b.texture)}`;
+        return;
+      }
       const offset = b.offset ?? 0;
       const size = 'dtype' in b ? byteLength(b.shape, b.dtype) : b.size;
       entries.push({ binding: i + 1, resource: size === undefined ? { buffer: b.buffer, offset } : { buffer: b.buffer, offset, size } });
@@ -129,7 +140,7 @@ export class Recorder {
   }
 
   /** Queues a readback of `t` (or `bytes` of it) resolved after `submit()`. */
-  readback(t: Binding, bytes?: number): Promise<ArrayBuffer> {
+  readback(t: BufferBinding, bytes?: number): Promise<ArrayBuffer> {
     const size = bytes ?? ('dtype' in t ? byteLength(t.shape, t.dtype) : (t.size ?? t.buffer.size - (t.offset ?? 0)));
     const padded = Math.ceil(size / 4) * 4;
     const staging = this.ctx.pool.acquire(padded, MAP_READ);

@@ -35,7 +35,8 @@
  */
 import type { DecoderConfig } from '../formats/hf_config.ts';
 import type { GpuContext } from '../gpu/context.ts';
-import type { Recorder } from '../gpu/recorder.ts';
+import type { GpuInfo } from '../gpu/device.ts';
+import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
@@ -44,16 +45,61 @@ import { kvRowWords, type KvDtype } from './kv_write.ts';
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
 
-/** Invocations per workgroup (one workgroup per sequence). */
+/** Invocations per workgroup (one workgroup per MR sequences); adapters may tune it down (megakernelTuning). */
 export const MEGAKERNEL_WG = 64;
+
+/** Where the megakernel reads the packed weights from: the storage buffer or an rgba32float texture copy. */
+export type MegakernelWeightSource = 'buffer' | 'texture';
+export const MEGAKERNEL_WEIGHT_SOURCES: readonly (MegakernelWeightSource | 'auto')[] = ['auto', 'buffer', 'texture'];
+
+/**
+ * Per-adapter shape of the megakernel, chosen from measurements on the software adapters
+ * (docs/kernels.md, "Decode megakernel"): Mesa 22's llvmpipe executes every storage-buffer
+ * and workgroup-memory load lane by lane (~11 ns per f32 per invocation) while a texel fetch
+ * is vectorised (~7 ns per rgba32float texel), so on llvmpipe the weights come from a texture,
+ * each invocation computes 16 columns per pass (NO = 2: every activation chunk read from
+ * workgroup memory serves twice the columns) and 32 invocations keep idle SIMD blocks few.
+ */
+export interface MegakernelTuning {
+  weights: MegakernelWeightSource;
+  /** Invocations per workgroup. */
+  wg: number;
+  /** Octets (8 output columns) per invocation per matmul pass: 1, 2 or 4. */
+  octs: 1 | 2 | 4;
+  /** `auto` mode: largest decode-only step (sequences) that takes the megakernel. */
+  autoMaxSeqs: number;
+}
+
+/** Mesa's llvmpipe (Dawn's OpenGL ES backend on a CPU-only host). */
+export function isLlvmpipe(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
+  return /llvmpipe/i.test(`${info.device} ${info.name}`);
+}
+
+/** The megakernel shape for this adapter; `weights` overrides the weight source (WEFT_MEGAKERNEL_WEIGHTS). */
+export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights: MegakernelWeightSource | 'auto' = 'auto'): MegakernelTuning {
+  const llvmpipe = isLlvmpipe(info);
+  const source = weights === 'auto' ? (llvmpipe ? 'texture' : 'buffer') : weights;
+  // With texture weights the megakernel beats the generic path at every batch size measured
+  // (stories260K on llvmpipe, 16 sequences: 6.5 vs 21 ms per step); from a buffer only up to 2.
+  return { weights: source, wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
+}
+
+/** The weight source from WEFT_MEGAKERNEL_WEIGHTS (default auto); an unknown value is an error. */
+export function megakernelWeightsFromEnv(): MegakernelWeightSource | 'auto' {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEFT_MEGAKERNEL_WEIGHTS;
+  if (v === undefined || v === '') return 'auto';
+  if ((MEGAKERNEL_WEIGHT_SOURCES as readonly string[]).includes(v)) return v as MegakernelWeightSource | 'auto';
+  throw new WeftError('invalid_config', `WEFT_MEGAKERNEL_WEIGHTS must be one of ${MEGAKERNEL_WEIGHT_SOURCES.join(', ')} (got "${v}")`);
+}
 /** `auto` uses the megakernel only for models whose packed f32 weights fit this (one core streams them per token). */
 export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 /**
- * `auto` runs the megakernel for decode-only steps of at most this many sequences. Measured
- * on llvmpipe (stories260K): 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences
- * 11.5 vs 12.8; 16 sequences 28 vs 29 — equal work, but the generic path's many small
- * workgroups balance over both cores (and fare better on a loaded machine), so larger
- * batches stay generic. `on` uses it for every decode-only step.
+ * `auto` with weights read from the storage buffer runs the megakernel for decode-only steps
+ * of at most this many sequences. Measured on llvmpipe (stories260K, before texture weights):
+ * 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences 11.5 vs 12.8; 16 sequences 28
+ * vs 29 — equal work, but the generic path's many small workgroups balance over both cores,
+ * so larger batches stay generic. Texture weights lift the cap (megakernelTuning); `on` uses
+ * the megakernel for every decode-only step.
  */
 export const MEGAKERNEL_AUTO_MAX_SEQS = 2;
 /** Longest context: attention walks 8-key tiles, and llvmpipe stops a loop after 65,535 iterations. */
@@ -271,9 +317,42 @@ const layout = uniformLayout([
   ['lDown', 'u32'],
 ] as const);
 
+/** Texels per row of the weight texture (a power of two; rows of 32 KiB, a multiple of 256 B). */
+export const WEIGHT_TEXTURE_WIDTH = 2048;
+
+/**
+ * An rgba32float copy of the packed weight buffer (`bytes` long, a multiple of 16) for the
+ * megakernel's texture weight source: vec4 i at texel (i % WEIGHT_TEXTURE_WIDTH,
+ * i / WEIGHT_TEXTURE_WIDTH). Null when it does not fit the adapter's 2D texture limit.
+ */
+export function weightTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, buffer: GPUBuffer, bytes: number): TextureBinding | null {
+  const TW = WEIGHT_TEXTURE_WIDTH;
+  const n4 = Math.ceil(bytes / 16);
+  const rows = Math.ceil(n4 / TW);
+  if (rows > ctx.gpu.limits.maxTextureDimension2D) return null;
+  const texture = ctx.device.createTexture({
+    label: 'weights-texture',
+    size: [TW, rows],
+    format: 'rgba32float',
+    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST,
+  });
+  const enc = ctx.device.createCommandEncoder();
+  const full = Math.floor(n4 / TW);
+  const bytesPerRow = TW * 16;
+  if (full > 0) enc.copyBufferToTexture({ buffer, bytesPerRow }, { texture }, [TW, full]);
+  const rest = n4 - full * TW;
+  if (rest > 0) enc.copyBufferToTexture({ buffer, offset: full * bytesPerRow, bytesPerRow }, { texture, origin: [0, full] }, [rest, 1]);
+  ctx.device.queue.submit([enc.finish()]);
+  return { texture, view: texture.createView() };
+}
+
 export interface DecodeMegakernelArgs {
   cfg: DecoderConfig;
   weights: MegakernelWeights;
+  /** Workgroup shape and weight source (megakernelTuning). */
+  tuning: MegakernelTuning;
+  /** With tuning.weights 'texture': the weightTexture copy of the packed weights. */
+  weightTexture?: TextureBinding | null;
   /** The step-input buffer and its section offsets in u32 words. */
   input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; blockTables: number };
   /** [headDim / 2] f32 inverse frequencies (rope.ts invFreqTensor, incl. rope scaling). */
@@ -299,12 +378,16 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
   const GC = megakernelGC(c);
   const smem = megakernelSmem(c);
   const MR = megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
+  if ((a.tuning.weights === 'texture') !== !!a.weightTexture) throw new Error('decodeMegakernel: tuning.weights and weightTexture disagree');
   const w = a.weights;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'decode_megakernel',
     defines: {
-      WG: MEGAKERNEL_WG,
+      WG: a.tuning.wg,
       MR,
+      NO: a.tuning.octs,
+      HD4: c.headDim / 4,
+      BLOCK8: a.blockSize >= 8,
       PS: smem.vec4s,
       SM: MR * smem.vec4s,
       GC,
@@ -312,6 +395,9 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       QK_NORM: w.qkNorm,
       Q8: q8,
       VEC_I: c.intermediateSize % 4 === 0,
+      TEX: !!a.weightTexture,
+      TW: WEIGHT_TEXTURE_WIDTH,
+      TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH),
     },
     layout,
   });
@@ -358,7 +444,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       lGu: w.gu,
       lDown: w.down,
     },
-    [{ buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, { buffer: a.cacheK }, { buffer: a.cacheV }, a.logits],
+    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, { buffer: a.cacheK }, { buffer: a.cacheV }, a.logits],
     [Math.ceil(a.seqs / MR)],
   );
 }

@@ -32,6 +32,8 @@ interface Case {
   /** Prompt lengths: one sequence each. */
   prompts: number[];
   kv?: KvDtype;
+  /** KV block size (default BLOCK = 4; >= 8 takes the megakernel's two-block-lookup tiles). */
+  block?: number;
 }
 
 const base = { max_position_embeddings: 64, hidden_act: 'silu', rms_norm_eps: 1e-5, rope_theta: 10000, bos_token_id: 1, eos_token_id: 2, torch_dtype: 'float32' };
@@ -46,6 +48,7 @@ const CASES: Case[] = [
     name: 'qwen2 qkv bias, GQA 3, tied, llama3-free, 3 sequences (padding row)',
     config: { ...base, architectures: ['Qwen2ForCausalLM'], hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 6, num_key_value_heads: 2, intermediate_size: 50, vocab_size: 70, tie_word_embeddings: true, rope_theta: 1e6 },
     prompts: [7, 2, 10],
+    block: 16,
   },
   {
     name: 'qwen3 q/k norms, GQA 4, head_dim 16, 1 sequence',
@@ -56,6 +59,7 @@ const CASES: Case[] = [
     name: 'mistral sliding window 5, MHA, 8 sequences (4 rows per workgroup)',
     config: { ...base, architectures: ['MistralForCausalLM'], hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, intermediate_size: 40, vocab_size: 50, tie_word_embeddings: false, sliding_window: 5 },
     prompts: [3, 8, 1, 6, 11, 4, 9, 2],
+    block: 8,
   },
   {
     name: 'llama3 rope scaling, q8 KV, 2 sequences',
@@ -185,18 +189,22 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
   const cleanup: (() => void)[] = [];
   afterAll(() => cleanup.forEach((f) => f()));
 
-  it.each(CASES)('$name', async (c) => {
+  // Every case with the weights read from the packed buffer and from its texture copy.
+  const RUNS = CASES.flatMap((c) => (['buffer', 'texture'] as const).map((weightsFrom) => ({ ...c, weightsFrom })));
+  it.each(RUNS)('$name, weights from $weightsFrom', async (c) => {
     const ctx = await gpuFor(backend);
     const cfg = parseDecoderConfig(c.config);
-    const host = randomWeights(cfg, 1000 + CASES.indexOf(c) * 100);
+    const host = randomWeights(cfg, 1000 + CASES.findIndex((x) => x.name === c.name) * 100);
     const weights: LlamaWeights = await loadLlamaWeights(ctx, cfg, source(host), 'f32', { pack: true });
     cleanup.push(() => destroyLlamaWeights(weights));
     expect(weights.packed).toBeDefined();
     const S = c.prompts.length;
-    const maxBlocksPerSeq = Math.ceil(cfg.maxPositions / BLOCK);
-    const geo: StepGeometry = { maxTokens: 64, maxSeqs: S, numBlocks: S * maxBlocksPerSeq, blockSize: BLOCK, maxBlocksPerSeq };
+    const block = c.block ?? BLOCK;
+    const maxBlocksPerSeq = Math.ceil(cfg.maxPositions / block);
+    const geo: StepGeometry = { maxTokens: 64, maxSeqs: S, numBlocks: S * maxBlocksPerSeq, blockSize: block, maxBlocksPerSeq };
     const kv = c.kv ?? 'f32';
-    const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on' });
+    const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on', megakernelWeights: c.weightsFrom });
+    expect(on.megakernelWeightSource).toBe(c.weightsFrom);
     const off = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'off' });
     cleanup.push(() => on.destroy(), () => off.destroy());
     expect(on.megakernelOff).toBeNull();

@@ -21,7 +21,7 @@
  */
 import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
-import type { Recorder } from '../../gpu/recorder.ts';
+import type { Recorder, TextureBinding } from '../../gpu/recorder.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
@@ -29,8 +29,12 @@ import {
   decodeMegakernel,
   megakernelModeFromEnv,
   megakernelSupport,
+  megakernelTuning,
   megakernelWeights,
-  MEGAKERNEL_AUTO_MAX_SEQS,
+  megakernelWeightsFromEnv,
+  weightTexture,
+  type MegakernelTuning,
+  type MegakernelWeightSource,
   PACK_ALIGN_BYTES,
   type MegakernelMode,
   type MegakernelWeights,
@@ -49,6 +53,8 @@ import type { LlamaWeights } from './weights.ts';
 const STORAGE = 0x80 | 0x08 | 0x04;
 
 export interface LlamaModelOptions {
+  /** Megakernel weight source (default: WEFT_MEGAKERNEL_WEIGHTS, else auto = texture on llvmpipe). */
+  megakernelWeights?: MegakernelWeightSource | 'auto';
   /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
   decodeMegakernel?: MegakernelMode;
 }
@@ -85,9 +91,14 @@ export class LlamaModel {
   private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
   readonly qkvCols: number;
   /** Decode-only steps run as one megakernel dispatch (null: the generic path only; see megakernelOff). */
-  private readonly mega: { weights: MegakernelWeights; kvLayerBytes: number; maxSeqs: number } | null;
+  private readonly mega: { weights: MegakernelWeights; kvLayerBytes: number; maxSeqs: number; tuning: MegakernelTuning; texture: TextureBinding | null } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
+
+  /** Where the megakernel reads weights from (null when it is off). */
+  get megakernelWeightSource(): MegakernelWeightSource | null {
+    return this.mega?.tuning.weights ?? null;
+  }
 
   constructor(
     readonly ctx: GpuContext,
@@ -154,7 +165,17 @@ export class LlamaModel {
     const lim = ctx.gpu.limits;
     if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
     this.megakernelOff = off;
-    this.mega = off === null && typeof mw !== 'string' ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS } : null;
+    let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
+    let texture: TextureBinding | null = null;
+    if (off === null && typeof mw !== 'string' && tuning.weights === 'texture') {
+      // A copy of the packed weights as a texture (the generic path keeps reading the buffer).
+      texture = weightTexture(ctx, mw.buffer, weights.packed!.size);
+      if (!texture) tuning = megakernelTuning(ctx.gpu.info, 'buffer');
+    }
+    this.mega =
+      off === null && typeof mw !== 'string'
+        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture }
+        : null;
     if (this.mega) {
       const kAll = f32((c.layers * kvLayerBytes) / 4, 'k-all');
       const vAll = f32((c.layers * kvLayerBytes) / 4, 'v-all');
@@ -259,7 +280,8 @@ export class LlamaModel {
   /**
    * The path of a step: the megakernel for decode-only steps (one token per sequence, all
    * sampled, no image rows) when the model is eligible — under `auto` only for steps of at
-   * most MEGAKERNEL_AUTO_MAX_SEQS sequences — else the generic path.
+   * most tuning.autoMaxSeqs sequences (MEGAKERNEL_AUTO_MAX_SEQS from a weight buffer, any
+   * number with texture weights) — else the generic path.
    */
   decodePath(s: StepInputs): 'megakernel' | 'generic' {
     return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) ? 'megakernel' : 'generic';
@@ -274,6 +296,8 @@ export class LlamaModel {
     await decodeMegakernel(rec, {
       cfg: c,
       weights: this.mega!.weights,
+      tuning: this.mega!.tuning,
+      weightTexture: this.mega!.texture,
       input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), blockTables: words('blockTables') },
       invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }),
       cacheK: this.cacheK[0]!.buffer,
@@ -292,5 +316,6 @@ export class LlamaModel {
     this.input.destroy();
     for (const b of Object.values(this.buf)) b.destroy();
     for (const b of new Set([...this.cacheK, ...this.cacheV].map((t) => t.buffer))) b.destroy();
+    this.mega?.texture?.texture.destroy();
   }
 }
