@@ -20,7 +20,11 @@
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // [tokens, rowStride/4] (q heads at column 0)
-#if Q8
+#if KV_TEX
+// f32 rows in r32float textures (core/ops/kv_write.ts KvTexture): float f at (f % 4096, f / 4096).
+@group(0) @binding(2) var cacheK: texture_storage_2d<r32float, read_write>;
+@group(0) @binding(3) var cacheV: texture_storage_2d<r32float, read_write>;
+#elif Q8
 @group(0) @binding(2) var<storage, read> cacheK: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
 @group(0) @binding(3) var<storage, read> cacheV: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
 #else
@@ -61,6 +65,20 @@ fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
 fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd4]); }
 fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd4]); }
+#elif KV_TEX
+// vec4 d of cache row r (vec4 index within the layer, whose region starts at vec4 p.kvBase4).
+fn kvAt(r: u32, d: u32) -> vec2<u32> {
+  let f = 4u * (p.kvBase4 + r + d);
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+fn ldK(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
+}
+fn ldV(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
+}
 #else
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }

@@ -33,7 +33,11 @@
 #endif
 @group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots [seqs]; block tables [seqs, maxBlocks]
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;         // [headDim / 2] radians per position
-#if Q8
+#if KV_TEX
+// f32 rows in r32float textures (core/ops/kv_write.ts KvTexture), all layers: float f at (f % 4096, f / 4096).
+@group(0) @binding(4) var cacheK: texture_storage_2d<r32float, read_write>;
+@group(0) @binding(5) var cacheV: texture_storage_2d<r32float, read_write>;
+#elif Q8
 @group(0) @binding(4) var<storage, read_write> cacheK: array<u32>;    // [layers][numSlots, nKv, headDim/4 + 1] int8 x4 words, f32 scale
 @group(0) @binding(5) var<storage, read_write> cacheV: array<u32>;    // [layers][numSlots, nKv, headDim/4 + 1]
 #else
@@ -316,6 +320,14 @@ fn pack8(x: vec4<f32>, inv: f32) -> u32 {
 }
 #endif
 
+#if KV_TEX
+// Texel of vec4 d of the cache row at vec4 index r (layer offset included).
+fn kvAt(r: u32, d: u32) -> vec2<u32> {
+  let f = 4u * (r + d);
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+#endif
+
 // Stores kv head kvh's rotated k (sm at kb) and its v (sm at vb) at `slot` of layer cache
 // offset kvOff (vec4s for f32, words for q8), as rope.wgsl's storeRow.
 fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
@@ -338,6 +350,17 @@ fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
   }
   cacheK[dst + hd4] = bitcast<u32>(sc.x);
   cacheV[dst + hd4] = bitcast<u32>(sc.y);
+#elif KV_TEX
+  let dst = kvOff + (slot * p.nKv + kvh) * hd4;
+  for (var d = 0u; d < hd4; d++) {
+    let c = kvAt(dst, d);
+    let k = ld4(kb + 4u * d);
+    let v = ld4(vb + 4u * d);
+    for (var i = 0u; i < 4u; i++) {
+      textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
+      textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
+    }
+  }
 #else
   let dst = kvOff + (slot * p.nKv + kvh) * hd4;
   for (var d = 0u; d < hd4; d++) {
@@ -381,6 +404,15 @@ fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
 fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd / 4u]); }
 fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd / 4u]); }
+#elif KV_TEX
+fn ldK(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
+}
+fn ldV(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
+}
 #else
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
@@ -606,6 +638,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       ropeHead(r, k % heads, inp[p.inPositions + sq], slot, lb, kvOff);
     }
     storageBarrier();
+#if KV_TEX
+    textureBarrier();
+#endif
     workgroupBarrier();
 
     // att = softmax(q kᵀ) v over positions lo..pos through the block table

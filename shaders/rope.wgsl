@@ -22,7 +22,11 @@
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [rotHalf] f32 radians per position
 #if KV
 @group(0) @binding(4) var<storage, read> slots: array<u32>;      // [tokens] u32 cache slot per token
-#if Q8
+#if KV_TEX
+// f32 rows in r32float textures (core/ops/kv_write.ts KvTexture): float f at (f % 4096, f / 4096).
+@group(0) @binding(5) var cacheK: texture_storage_2d<r32float, read_write>;
+@group(0) @binding(6) var cacheV: texture_storage_2d<r32float, read_write>;
+#elif Q8
 @group(0) @binding(5) var<storage, read_write> cacheK: array<u32>;  // [numSlots, nKv, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
 @group(0) @binding(6) var<storage, read_write> cacheV: array<u32>;  // [numSlots, nKv, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
 #else
@@ -146,8 +150,19 @@ fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32) {
   let hd4 = p.headDim / 4u;
   let dst = (slot * (p.heads - p.qHeads) + kvh) * hd4;
   for (var d = start; d < hd4; d += step) {
+#if KV_TEX
+    let f = 4u * (p.kvBase4 + dst + d);
+    let c = vec2<u32>(f & 4095u, f >> 12u);
+    let k = ld4(kb + 4u * d);
+    let v = ld4(vb + 4u * d);
+    for (var i = 0u; i < 4u; i++) {
+      textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
+      textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
+    }
+#else
     cacheK[dst + d] = ld4(kb + 4u * d);
     cacheV[dst + d] = ld4(vb + 4u * d);
+#endif
   }
 }
 #endif

@@ -20,7 +20,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import { kvRowWords, type KvDtype } from './kv_write.ts';
+import { isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
 import type { Variant } from './variant.ts';
 
 export interface AttentionOptions {
@@ -58,6 +58,7 @@ const layout = uniformLayout([
   ['window', 'u32'], // positions; 0 = unlimited
   ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
   ['softcap', 'f32'],
+  ['kvBase4', 'u32'], // KV texture caches: vec4 index of the layer's region (else 0)
 ] as const);
 
 /** Query heads per cpu-variant invocation: at most this many share each K/V load. */
@@ -72,8 +73,8 @@ function divisorAtMost(n: number, cap: number): number {
 export async function attention(
   rec: Recorder,
   qkv: Tensor,
-  cacheK: Tensor,
-  cacheV: Tensor,
+  cacheK: KvStore,
+  cacheV: KvStore,
   positions: Tensor,
   tokenSeq: Tensor,
   blockTables: Tensor,
@@ -89,6 +90,9 @@ export async function attention(
   const scale = opts.scale ?? 1 / Math.sqrt(headDim);
   const softcap = opts.softcap ?? 0;
   const q8 = opts.kvDtype === 'q8';
+  const tex = isKvTexture(cacheK);
+  if (tex !== isKvTexture(cacheV)) throw new Error('attention: K and V caches must both be textures or both buffers');
+  if (tex && q8) throw new Error('attention: KV textures hold f32 caches only');
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const GC = divisorAtMost(group, CPU_MAX_GC);
   if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);
@@ -96,7 +100,7 @@ export async function attention(
   const WG = shared ? 64 : 4;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
-    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8 } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8 },
+    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex },
     layout,
   });
   const params = {
@@ -112,6 +116,7 @@ export async function attention(
     window: opts.window ?? 0,
     qScale: softcap > 0 ? scale / softcap : scale,
     softcap,
+    kvBase4: isKvTexture(cacheK) ? cacheK.base4 : 0,
   };
   const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(tokens * kvHeads * (group / GC), WG));
   rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], groups);

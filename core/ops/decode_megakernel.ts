@@ -64,6 +64,8 @@ export interface MegakernelTuning {
   weights: MegakernelWeightSource;
   /** Invocations per workgroup. */
   wg: number;
+  /** Where an f32 KV cache lives (core/ops/kv_write.ts KvTexture): textures on llvmpipe. */
+  kv: 'buffer' | 'texture';
   /** Octets (8 output columns) per invocation per matmul pass: 1, 2 or 4. */
   octs: 1 | 2 | 4;
   /** `auto` mode: largest decode-only step (sequences) that takes the megakernel. */
@@ -81,7 +83,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
   const source = weights === 'auto' ? (llvmpipe ? 'texture' : 'buffer') : weights;
   // With texture weights the megakernel beats the generic path at every batch size measured
   // (stories260K on llvmpipe, 16 sequences: 6.5 vs 21 ms per step); from a buffer only up to 2.
-  return { weights: source, wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
+  return { weights: source, kv: llvmpipe ? 'texture' : 'buffer', wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
 }
 
 /** The weight source from WEFT_MEGAKERNEL_WEIGHTS (default auto); an unknown value is an error. */
@@ -357,9 +359,10 @@ export interface DecodeMegakernelArgs {
   input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; blockTables: number };
   /** [headDim / 2] f32 inverse frequencies (rope.ts invFreqTensor, incl. rope scaling). */
   invFreq: Tensor;
-  cacheK: GPUBuffer;
-  cacheV: GPUBuffer;
-  /** Bytes of one layer's region in cacheK / cacheV (multiple of 256). */
+  /** All layers' K / V caches: buffers, or (f32 only) KV textures (core/ops/kv_write.ts). */
+  cacheK: GPUBuffer | TextureBinding;
+  cacheV: GPUBuffer | TextureBinding;
+  /** Bytes of one layer's region in cacheK / cacheV (multiple of 256; f32 bytes for textures). */
   kvLayerBytes: number;
   kvDtype: KvDtype;
   blockSize: number;
@@ -368,6 +371,10 @@ export interface DecodeMegakernelArgs {
   seqs: number;
   /** Out [seqs, V] f32. */
   logits: Tensor;
+}
+
+function kvBinding(c: GPUBuffer | TextureBinding): TextureBinding | { buffer: GPUBuffer } {
+  return 'view' in c ? c : { buffer: c };
 }
 
 export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): Promise<void> {
@@ -379,6 +386,8 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
   const smem = megakernelSmem(c);
   const MR = megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
   if ((a.tuning.weights === 'texture') !== !!a.weightTexture) throw new Error('decodeMegakernel: tuning.weights and weightTexture disagree');
+  const kvTex = 'view' in a.cacheK;
+  if (kvTex !== 'view' in a.cacheV || (kvTex && q8)) throw new Error('decodeMegakernel: KV textures must be f32 and hold both K and V');
   const w = a.weights;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'decode_megakernel',
@@ -398,6 +407,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       TEX: !!a.weightTexture,
       TW: WEIGHT_TEXTURE_WIDTH,
       TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH),
+      KV_TEX: kvTex,
     },
     layout,
   });
@@ -444,7 +454,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       lGu: w.gu,
       lDown: w.down,
     },
-    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, { buffer: a.cacheK }, { buffer: a.cacheV }, a.logits],
+    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), a.logits],
     [Math.ceil(a.seqs / MR)],
   );
 }

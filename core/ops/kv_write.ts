@@ -18,11 +18,42 @@
  *         code = round_half_even(x / scale) in [-127, 127], x ≈ code * scale.
  *         hd + 4 bytes per (token, kv head) instead of 4 hd: 3.9x smaller at hd 128.
  */
-import type { Recorder } from '../gpu/recorder.ts';
+import type { GpuContext } from '../gpu/context.ts';
+import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
+
+/**
+ * f32 KV storage in an r32float read-write storage texture instead of a buffer (llvmpipe:
+ * Mesa 22 runs storage-buffer loads lane by lane at ~11 ns per f32, texel loads at ~3.5 ns).
+ * One texture holds every layer; f32 element f of the buffer layout above (layer l's region
+ * first) is texel (f % KV_TEXTURE_WIDTH, f / KV_TEXTURE_WIDTH) (the shaders hard-code 4096). Only for
+ * f32 caches.
+ */
+export const KV_TEXTURE_WIDTH = 4096;
+
+/** One layer's K or V cache in a KV texture: the texture and the vec4 index of the layer's region. */
+export interface KvTexture extends TextureBinding {
+  base4: number;
+}
+
+/** Where a layer's K or V cache lives: a buffer tensor (f32 or q8 layout) or a KV texture region. */
+export type KvStore = Tensor | KvTexture;
+
+export function isKvTexture(s: KvStore): s is KvTexture {
+  return 'view' in s;
+}
+
+/** A zeroed KV texture for `floats` f32 elements, or null when it exceeds the adapter's 2D texture size. */
+export function createKvTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats: number, label: string): TextureBinding | null {
+  const rows = Math.max(1, Math.ceil(floats / KV_TEXTURE_WIDTH));
+  const lim = ctx.gpu.limits.maxTextureDimension2D;
+  if (rows > lim || KV_TEXTURE_WIDTH > lim) return null;
+  const texture = ctx.device.createTexture({ label, size: [KV_TEXTURE_WIDTH, rows], format: 'r32float', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST });
+  return { texture, view: texture.createView() };
+}
 
 /** Slot value that makes kvWrite skip a token. */
 export const NO_SLOT = 0xffffffff;

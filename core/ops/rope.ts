@@ -98,6 +98,7 @@ export const ropeLayout = uniformLayout([
   ['rowStride', 'u32'], // in elements
   ['rotHalf', 'u32'], // rotaryDim / 2, pairs per head
   ['eps', 'f32'],
+  ['kvBase4', 'u32'], // KV texture caches: vec4 index of the layer's region (else 0)
 ] as const);
 
 /** Throws unless rotaryDim is even and within headDim; returns it. */
@@ -125,7 +126,7 @@ export async function rope(rec: Recorder, qkv: Tensor, positions: Tensor, opts: 
   const n = tokens * heads;
   rec.dispatch(
     kernel,
-    { tokens, heads, qHeads, headDim, rowStride, rotHalf: rot / 2, eps: opts.qkNorm?.eps ?? 0 },
+    { tokens, heads, qHeads, headDim, rowStride, rotHalf: rot / 2, eps: opts.qkNorm?.eps ?? 0, kvBase4: 0 },
     buffers,
     grid1d(shared ? n : ceilDiv(n, WG)),
   );

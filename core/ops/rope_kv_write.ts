@@ -14,7 +14,7 @@
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import type { KvDtype } from './kv_write.ts';
+import { isKvTexture, type KvDtype, type KvStore } from './kv_write.ts';
 import { checkRotaryDim, invFreqTensor, ropeLayout, type RopeOptions } from './rope.ts';
 
 export interface RopeKvWriteOptions extends Omit<RopeOptions, 'kHeads'> {
@@ -29,8 +29,8 @@ export async function ropeKvWrite(
   qkv: Tensor,
   positions: Tensor,
   slots: Tensor,
-  cacheK: Tensor,
-  cacheV: Tensor,
+  cacheK: KvStore,
+  cacheV: KvStore,
   opts: RopeKvWriteOptions,
 ): Promise<void> {
   const { tokens, qHeads, kvHeads, headDim, rowStride } = opts;
@@ -40,9 +40,12 @@ export async function ropeKvWrite(
   if (tokens === 0) return;
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const WG = shared ? 64 : 16;
+  const tex = isKvTexture(cacheK);
+  if (tex !== isKvTexture(cacheV)) throw new Error('ropeKvWrite: K and V caches must both be textures or both buffers');
+  if (tex && opts.kvDtype === 'q8') throw new Error('ropeKvWrite: KV textures hold f32 caches only');
   const kernel = await rec.ctx.pipelines.get({
     shader: 'rope',
-    defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm, KV: true, Q8: opts.kvDtype === 'q8' },
+    defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm, KV: true, Q8: opts.kvDtype === 'q8', KV_TEX: tex },
     layout: ropeLayout,
   });
   const heads = qHeads + kvHeads;
@@ -51,7 +54,7 @@ export async function ropeKvWrite(
   const n = tokens * heads;
   rec.dispatch(
     kernel,
-    { tokens, heads, qHeads, headDim, rowStride, rotHalf: rot / 2, eps: opts.qkNorm?.eps ?? 0 },
+    { tokens, heads, qHeads, headDim, rowStride, rotHalf: rot / 2, eps: opts.qkNorm?.eps ?? 0, kvBase4: isKvTexture(cacheK) ? cacheK.base4 : 0 },
     buffers,
     grid1d(shared ? n : ceilDiv(n, WG)),
   );

@@ -191,7 +191,7 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
 
   // Every case with the weights read from the packed buffer and from its texture copy.
   const RUNS = CASES.flatMap((c) => (['buffer', 'texture'] as const).map((weightsFrom) => ({ ...c, weightsFrom })));
-  it.each(RUNS)('$name, weights from $weightsFrom', async (c) => {
+  it.each(RUNS)('$name, weights (and f32 KV) from $weightsFrom', async (c) => {
     const ctx = await gpuFor(backend);
     const cfg = parseDecoderConfig(c.config);
     const host = randomWeights(cfg, 1000 + CASES.findIndex((x) => x.name === c.name) * 100);
@@ -203,8 +203,11 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
     const maxBlocksPerSeq = Math.ceil(cfg.maxPositions / block);
     const geo: StepGeometry = { maxTokens: 64, maxSeqs: S, numBlocks: S * maxBlocksPerSeq, blockSize: block, maxBlocksPerSeq };
     const kv = c.kv ?? 'f32';
-    const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on', megakernelWeights: c.weightsFrom });
+    // The texture runs keep an f32 KV cache in textures too (llvmpipe's layout), prefill included.
+    const kvStorage = c.weightsFrom === 'texture' && kv === 'f32' ? 'texture' : 'buffer';
+    const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on', megakernelWeights: c.weightsFrom, kvStorage });
     expect(on.megakernelWeightSource).toBe(c.weightsFrom);
+    expect(on.kvStorage).toBe(kvStorage);
     const off = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'off' });
     cleanup.push(() => on.destroy(), () => off.destroy());
     expect(on.megakernelOff).toBeNull();
@@ -216,7 +219,7 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
     const prefill = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true })));
     expect(on.decodePath(prefill)).toBe(S === 1 && seqs[0]!.length === 1 ? 'megakernel' : 'generic');
     let logits: Float32Array = await run(ctx, off, prefill);
-    await run(ctx, on, prefill);
+    expect(Array.from(await run(ctx, on, prefill)), 'prefill logits (generic path, both KV storages)').toEqual(Array.from(logits));
     const V = cfg.vocabSize;
     let worst = 0;
     let exact = true;

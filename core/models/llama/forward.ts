@@ -41,7 +41,7 @@ import {
 } from '../../ops/decode_megakernel.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
-import { kvRowWords, type KvDtype } from '../../ops/kv_write.ts';
+import { createKvTexture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
@@ -53,6 +53,8 @@ import type { LlamaWeights } from './weights.ts';
 const STORAGE = 0x80 | 0x08 | 0x04;
 
 export interface LlamaModelOptions {
+  /** KV-cache storage with the megakernel and f32 KV (default: the adapter's tuning, texture on llvmpipe). */
+  kvStorage?: 'buffer' | 'texture';
   /** Megakernel weight source (default: WEFT_MEGAKERNEL_WEIGHTS, else auto = texture on llvmpipe). */
   megakernelWeights?: MegakernelWeightSource | 'auto';
   /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
@@ -86,8 +88,10 @@ export class LlamaModel {
   private readonly input: GPUBuffer;
   private readonly sections: Record<'tokens' | 'positions' | 'tokenSeq' | 'slots' | 'blockTables' | 'logitRows', Section>;
   private readonly staging: Uint32Array<ArrayBuffer>;
-  private readonly cacheK: Tensor[] = [];
-  private readonly cacheV: Tensor[] = [];
+  private readonly cacheK: KvStore[] = [];
+  private readonly cacheV: KvStore[] = [];
+  /** With KV textures: the two textures holding every layer (else null). */
+  private readonly kvTextures: { k: TextureBinding; v: TextureBinding } | null = null;
   private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
   readonly qkvCols: number;
   /** Decode-only steps run as one megakernel dispatch (null: the generic path only; see megakernelOff). */
@@ -176,7 +180,14 @@ export class LlamaModel {
       off === null && typeof mw !== 'string'
         ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture }
         : null;
-    if (this.mega) {
+    const kvTex = this.mega && kvDtype === 'f32' && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4) : null;
+    if (kvTex) {
+      this.kvTextures = kvTex;
+      for (let l = 0; l < c.layers; l++) {
+        this.cacheK.push({ ...kvTex.k, base4: (l * kvLayerBytes) / 16 });
+        this.cacheV.push({ ...kvTex.v, base4: (l * kvLayerBytes) / 16 });
+      }
+    } else if (this.mega) {
       const kAll = f32((c.layers * kvLayerBytes) / 4, 'k-all');
       const vAll = f32((c.layers * kvLayerBytes) / 4, 'v-all');
       for (let l = 0; l < c.layers; l++) {
@@ -190,6 +201,19 @@ export class LlamaModel {
       }
     }
     this.kvBytes = 2 * c.layers * slots * c.kvHeads * row * 4;
+  }
+
+  /** K and V textures of `floats` f32 each, or null when they exceed the adapter's texture size. */
+  private kvTexturePair(floats: number): { k: TextureBinding; v: TextureBinding } | null {
+    const k = createKvTexture(this.ctx, floats, 'k-all');
+    const v = k && createKvTexture(this.ctx, floats, 'v-all');
+    if (k && !v) k.texture.destroy();
+    return k && v ? { k, v } : null;
+  }
+
+  /** Where the KV cache lives. */
+  get kvStorage(): 'buffer' | 'texture' {
+    return this.kvTextures ? 'texture' : 'buffer';
   }
 
   private view(name: keyof LlamaModel['sections'], n: number): Tensor {
@@ -300,8 +324,8 @@ export class LlamaModel {
       weightTexture: this.mega!.texture,
       input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), blockTables: words('blockTables') },
       invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }),
-      cacheK: this.cacheK[0]!.buffer,
-      cacheV: this.cacheV[0]!.buffer,
+      cacheK: this.kvTextures?.k ?? (this.cacheK[0] as Tensor).buffer,
+      cacheV: this.kvTextures?.v ?? (this.cacheV[0] as Tensor).buffer,
       kvLayerBytes: this.mega!.kvLayerBytes,
       kvDtype: this.kvDtype,
       blockSize: this.geo.blockSize,
@@ -315,7 +339,9 @@ export class LlamaModel {
   destroy(): void {
     this.input.destroy();
     for (const b of Object.values(this.buf)) b.destroy();
-    for (const b of new Set([...this.cacheK, ...this.cacheV].map((t) => t.buffer))) b.destroy();
+    for (const t of [...this.cacheK, ...this.cacheV]) if (!isKvTexture(t)) t.buffer.destroy();
+    this.kvTextures?.k.texture.destroy();
+    this.kvTextures?.v.texture.destroy();
     this.mega?.texture?.texture.destroy();
   }
 }
