@@ -12,8 +12,13 @@
 //          tile: (gpu, M > 8) 32×32 output tile per 64-thread workgroup, K staged 8 at a time
 //                in workgroup memory, 4×4 outputs per thread.
 //   QBLK = (cpu, quantized) loop over whole 32-element blocks: one scale per block and column.
+//   WTEX = (cpu, f32, VEC) W read from an rgba32float texture copy of the buffer holding it
+//          (decode_megakernel.ts weightTexture: vec4 i at texel (i % TW, i / TW)); on llvmpipe a
+//          texel fetch costs ~1/6 of a vec4 storage load. Same fma order as the buffer variant.
+//   NO   = (cpu) column octets per invocation (8 NO columns share each x chunk): 1 | 4 (WTEX).
 //   MR, WG: rows per invocation / per workgroup; workgroup size.
-// Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y.
+// Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y;
+//   w4 (WTEX only) = vec4 index of W[0, 0] in the texture.
 // Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
 #if WDT == f16n
 enable f16;
@@ -28,7 +33,11 @@ const MR: u32 = {{MR}}u;  // rows per invocation (cpu) / per workgroup (gemv)
 #else
 @group(0) @binding(1) var<storage, read> x: array<f32>;           // [M, K]
 #endif
-#if WDT == f32 && VEC
+#if WTEX
+@group(0) @binding(2) var wt: texture_2d<f32>;                    // W [N, K/4] from vec4 index p.w4
+const TW: u32 = {{TW}}u;                                          // texels per texture row (power of two)
+const TW_LOG2: u32 = {{TW_LOG2}}u;
+#elif WDT == f32 && VEC
 @group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;     // [N, K/4]
 #elif WDT == f32
 @group(0) @binding(2) var<storage, read> w: array<f32>;           // [N, K]
@@ -76,7 +85,9 @@ fn xat(b: u32, c: u32) -> vec4<f32> {
 
 // Base of W row n, in units of w's element type.
 fn wbase(n: u32) -> u32 {
-#if VEC && WDT != q4_0
+#if WTEX
+  return p.w4 + n * (p.K / 4u);
+#elif VEC && WDT != q4_0
   return n * (p.K / 4u);
 #elif WDT == f32
   return n * p.K;
@@ -102,7 +113,10 @@ fn q8(word: u32) -> vec4<f32> {
 
 // W[n, 4c..4c+3] as f32 (dequantized) for the row at base b = wbase(n); zero past K.
 fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
-#if WDT == f32 && VEC
+#if WTEX
+  let i = b + c;
+  return textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2), 0);
+#elif WDT == f32 && VEC
   return w[b + c];
 #elif WDT == f32
   let k = 4u * c;
@@ -147,12 +161,13 @@ fn storeRow(m: u32, n0: u32, v: vec4<f32>) {
 }
 
 #if KIND == cpu
-// Register block: MR rows (1..4) × 8 columns (two quads a, b) per invocation. Accumulators are
+// Register block: MR rows (1..4) × 8 NO columns (2 NO quads) per invocation. Accumulators are
 // mat4x4 columns (one per row) indexed by constants only: dynamically indexed function arrays
-// become per-lane memory traffic on CPU emulators. Each x chunk is loaded once for 8 columns.
+// become per-lane memory traffic on CPU emulators. Each x chunk is loaded once for 8 NO columns.
 // Quant decoders leave bytes/nibbles in place, giving exact values times a power of two
 // (undone through the block scale or x) to save ALU work, which emulators pay per lane.
 
+const NO: u32 = {{NO}}u;  // column octets per invocation
 const Q4_X = vec4<f32>(1.0, 0.00390625, 1.52587890625e-5, 5.9604644775390625e-8);  // 2^-8i
 const Q8_D: f32 = 5.9604644775390625e-8;  // 2^-24: q8 quants decoded × 2^24
 
@@ -239,6 +254,11 @@ fn q4quad(q: vec4<u32>, shift: u32) -> mat4x4<f32> {
   return transpose(mat4x4<f32>(q4t(q.x, shift), q4t(q.y, shift), q4t(q.z, shift), q4t(q.w, shift)));
 }
 
+// Columns n..n+3 clamped to N - 1 (tail columns re-read row N - 1; store() drops them).
+fn quadCols(n: u32, nl: vec4<u32>) -> vec4<u32> {
+  return min(vec4<u32>(n) + vec4<u32>(0u, 1u, 2u, 3u), nl);
+}
+
 fn wbases(n: vec4<u32>) -> vec4<u32> {
   return vec4<u32>(wbase(n.x), wbase(n.y), wbase(n.z), wbase(n.w));
 }
@@ -246,9 +266,9 @@ fn wbases(n: vec4<u32>) -> vec4<u32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = (wid.x + wid.y * 65535u) * WG + lid;
-  let no = (p.N + 7u) / 8u;              // column octets
+  let no = (p.N + 8u * NO - 1u) / (8u * NO);  // column groups of 8 NO
   let m0 = (t / no) * MR;
-  let n0 = (t % no) * 8u;
+  let n0 = (t % no) * (8u * NO);
   if (m0 >= p.M) { return; }
   // Clamped W rows / x rows: tails compute duplicates that store() drops.
   let nl = vec4<u32>(p.N - 1u);
@@ -303,18 +323,52 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     acd = blockEnd(acd, pb, off, db);
   }
 #else
+  // Octets 1..3 of NO = 4 (texture weights only): quad q = columns n0 + 4q .. n0 + 4q + 3, each
+  // with the same fma chain per column as quads a, b (bit-identical to NO = 1).
+#if NO == 4
+  let n2 = quadCols(n0 + 8u, nl);
+  let n3 = quadCols(n0 + 12u, nl);
+  let n4 = quadCols(n0 + 16u, nl);
+  let n5 = quadCols(n0 + 20u, nl);
+  let n6 = quadCols(n0 + 24u, nl);
+  let n7 = quadCols(n0 + 28u, nl);
+  let b2 = wbases(n2);
+  let b3 = wbases(n3);
+  let b4 = wbases(n4);
+  let b5 = wbases(n5);
+  let b6 = wbases(n6);
+  let b7 = wbases(n7);
+  var a2 = mat4x4<f32>();
+  var a3 = mat4x4<f32>();
+  var a4 = mat4x4<f32>();
+  var a5 = mat4x4<f32>();
+  var a6 = mat4x4<f32>();
+  var a7 = mat4x4<f32>();
+#endif
   let nc = (p.K + 3u) / 4u;
   for (var c = 0u; c < nc; c++) {
     let X = xload(c, xb);
     acc = step(acc, wquad(c, ba, na), X);
     acd = step(acd, wquad(c, bb, nb), X);
+#if NO == 4
+    a2 = step(a2, wquad(c, b2, n2), X);
+    a3 = step(a3, wquad(c, b3, n3), X);
+    a4 = step(a4, wquad(c, b4, n4), X);
+    a5 = step(a5, wquad(c, b5, n5), X);
+    a6 = step(a6, wquad(c, b6, n6), X);
+    a7 = step(a7, wquad(c, b7, n7), X);
+#endif
   }
 #endif
-  // Epilogue as a loop (dynamic indexing is fine once per invocation): unrolled, the 8·MR stores
-  // dominate SwiftShader's compile time.
+  // Epilogue as a loop (dynamic indexing is fine once per invocation): unrolled, the 8·MR·NO
+  // stores dominate SwiftShader's compile time.
+#if NO == 4
+  var res = array<mat4x4<f32>, 8>(acc, acd, a2, a3, a4, a5, a6, a7);
+#else
   var res = array<mat4x4<f32>, 2>(acc, acd);
+#endif
   for (var i = 0u; i < MR; i++) {
-    for (var h = 0u; h < 2u; h++) { storeRow(m0 + i, n0 + 4u * h, res[h][i]); }
+    for (var h = 0u; h < 2u * NO; h++) { storeRow(m0 + i, n0 + 4u * h, res[h][i]); }
   }
 }
 #endif

@@ -66,6 +66,8 @@ export interface MegakernelTuning {
   wg: number;
   /** Where an f32 KV cache lives (core/ops/kv_write.ts KvTexture): textures on llvmpipe. */
   kv: 'buffer' | 'texture';
+  /** Where a workgroup keeps its activations: workgroup memory, or an r32float scratch texture (llvmpipe). */
+  scratch: 'workgroup' | 'texture';
   /** Octets (8 output columns) per invocation per matmul pass: 1, 2 or 4. */
   octs: 1 | 2 | 4;
   /** `auto` mode: largest decode-only step (sequences) that takes the megakernel. */
@@ -83,7 +85,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
   const source = weights === 'auto' ? (llvmpipe ? 'texture' : 'buffer') : weights;
   // With texture weights the megakernel beats the generic path at every batch size measured
   // (stories260K on llvmpipe, 16 sequences: 6.5 vs 21 ms per step); from a buffer only up to 2.
-  return { weights: source, kv: llvmpipe ? 'texture' : 'buffer', wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
+  return { weights: source, kv: llvmpipe ? 'texture' : 'buffer', scratch: llvmpipe ? 'texture' : 'workgroup', wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
 }
 
 /** The weight source from WEFT_MEGAKERNEL_WEIGHTS (default auto); an unknown value is an error. */
@@ -355,6 +357,8 @@ export interface DecodeMegakernelArgs {
   tuning: MegakernelTuning;
   /** With tuning.weights 'texture': the weightTexture copy of the packed weights. */
   weightTexture?: TextureBinding | null;
+  /** With tuning.scratch 'texture': an r32float storage texture of megakernelScratchFloats(cfg, seqs) floats. */
+  scratch?: TextureBinding | null;
   /** The step-input buffer and its section offsets in u32 words. */
   input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; blockTables: number };
   /** [headDim / 2] f32 inverse frequencies (rope.ts invFreqTensor, incl. rope scaling). */
@@ -371,6 +375,16 @@ export interface DecodeMegakernelArgs {
   seqs: number;
   /** Out [seqs, V] f32. */
   logits: Tensor;
+}
+
+function scratchOf(a: DecodeMegakernelArgs): TextureBinding {
+  if (!a.scratch) throw new Error('decodeMegakernel: tuning.scratch is texture but no scratch texture was given');
+  return a.scratch;
+}
+
+/** Floats of activation scratch for steps of up to `seqs` sequences (rows padded to whole workgroups of <= 4). */
+export function megakernelScratchFloats(cfg: Parameters<typeof megakernelSmem>[0], seqs: number): number {
+  return (seqs + 3) * megakernelSmem(cfg).vec4s * 4;
 }
 
 function kvBinding(c: GPUBuffer | TextureBinding): TextureBinding | { buffer: GPUBuffer } {
@@ -408,6 +422,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       TW: WEIGHT_TEXTURE_WIDTH,
       TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH),
       KV_TEX: kvTex,
+      SCRATCH_TEX: a.tuning.scratch === 'texture',
     },
     layout,
   });
@@ -454,7 +469,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       lGu: w.gu,
       lDown: w.down,
     },
-    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), a.logits],
+    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), a.logits, ...(a.tuning.scratch === 'texture' ? [scratchOf(a)] : [])],
     [Math.ceil(a.seqs / MR)],
   );
 }

@@ -4,13 +4,15 @@
  * Shapes: x [..., K] f32 (M = product of leading dims), W [N, K] f32|f16|q8_0|q4_0
  * (layouts in core/gpu/tensor.ts), bias [N] f32, y [..., N] f32. y must not alias x or W.
  * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: gemv reduction for M <= 8,
- * shared-memory tiles above). Reference: matmul.ref.ts.
+ * shared-memory tiles above). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
+ * weight texture instead (MatmulOptions.wTexture; llvmpipe's storage loads are slow).
  */
 import type { GpuContext } from '../gpu/context.ts';
 import type { PipelineKey } from '../gpu/pipelines.ts';
-import type { Recorder } from '../gpu/recorder.ts';
+import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
 import { numel, QK, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
+import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 
@@ -25,6 +27,14 @@ export interface MatmulOptions {
   variant?: Variant;
   /** y += x·Wᵀ (+bias) instead of y = ... : lets the residual add fuse into the output projection */
   accumulate?: boolean;
+  /**
+   * Read W from this texture instead of `weight.w.buffer` (cpu variant, f32 W, K % 4 == 0; other
+   * cases ignore it and read the buffer). `binding`: a weightTexture() copy of the buffer that
+   * holds W (decode_megakernel.ts, WEIGHT_TEXTURE_WIDTH texels per row); `offset4`: vec4 index
+   * of W[0, 0] in it (W's byte offset in that buffer / 16). On llvmpipe a texel fetch costs ~1/6
+   * of a vec4 storage load. Results are bit-identical to the buffer source.
+   */
+  wTexture?: { binding: TextureBinding; offset4: number };
 }
 
 const layout = uniformLayout([
@@ -33,9 +43,36 @@ const layout = uniformLayout([
   ['K', 'u32'], // columns of x and W (unpadded), in elements
   ['flags', 'u32'], // bit 0: add bias; bit 1: accumulate into y
 ] as const);
+/** The WTEX variant's layout: `layout` plus W's position in the weight texture. */
+const texLayout = uniformLayout([
+  ['M', 'u32'],
+  ['N', 'u32'],
+  ['K', 'u32'],
+  ['flags', 'u32'],
+  ['w4', 'u32'], // vec4 index of W[0, 0] in the weight texture
+] as const);
 
-/** Workgroup size of the cpu variant (invocations, each MR rows × 8 columns); 16 measured best. */
+/** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
 const CPU_WG = 16;
+/**
+ * Column octets per invocation of the cpu kernel with texture weights: 8 NO columns share each x
+ * chunk (MR vec4 storage loads, ~43 ns each on llvmpipe) while W costs 8 NO texel fetches (~7 ns).
+ * ms per dispatch on llvmpipe (Mesa 22, opengles, 2 cores shared with other jobs: ±20%), WG 16,
+ * W from the buffer (NO 1) | texture NO 1 / 2 / 4 / 8:
+ *   M=15  [N,K]=[128,64]   0.62 | 0.33 / 0.23 / 0.19 / 0.21
+ *   M=15  [64,64]          0.33 | 0.17 / 0.13 / 0.13 / 0.21
+ *   M=15  [344,64]         1.62 | 0.77 / 0.55 / 0.46 / 0.53
+ *   M=15  [64,172]         0.84 | 0.42 / 0.29 / 0.25 / 0.35
+ *   M=240 [128,64]         4.7  | 3.0  / 1.4  / 1.2  / 1.1
+ *   M=240 [64,64]          4.0  | 2.1  / 1.4  / 0.9  / 0.8
+ *   M=240 [344,64]         25   | 11   / 5.1  / 4.5  / 4.1
+ *   M=240 [64,172]         5.9  | 2.7  / 1.8  / 1.3  / 1.1
+ *   M=16  [1024,512]       18-37| 15   / 5.3-10 / 3.8-7.1 / 3.1-5.7
+ * 8 octets gain 0-20% on large grids and lose on small ones, but uncached llvmpipe compiles take
+ * 3-10 s per MR (4: 0.5-2.8 s; 1: 0.15-0.6 s; Mesa's disk cache hides repeats), so 4 it is.
+ * Workgroup sizes 8 and 32 measured within noise of 16.
+ */
+export const TEX_OCTETS = 4;
 /** Workgroup size of the gpu gemv variant (threads splitting K for 4 columns). */
 const GEMV_WG = 64;
 /** Largest M handled by the gpu gemv kernel (one pass over W); above it, tiles. */
@@ -58,17 +95,27 @@ function cpuRows(M: number): number {
 export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0';
 
 /** Pipeline key and workgroup count for one call (pure; exported for tests and tools). */
-export function matmulPlan(wdt: MatmulWdt, M: number, N: number, K: number, variant: Variant): { key: PipelineKey; groups: number } {
+export function matmulPlan(
+  wdt: MatmulWdt,
+  M: number,
+  N: number,
+  K: number,
+  variant: Variant,
+  tex = false,
+): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
+  if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
   let kind: 'cpu' | 'gemv' | 'tile';
   let MR: number;
   let WG: number;
+  let NO = 1; // column octets per invocation (cpu)
   let groups: number;
   if (variant === 'cpu') {
     kind = 'cpu';
     MR = cpuRows(M);
     WG = CPU_WG;
-    groups = ceilDiv(ceilDiv(N, 8) * ceilDiv(M, MR), WG); // MR rows × 8 columns per invocation
+    NO = tex ? TEX_OCTETS : 1;
+    groups = ceilDiv(ceilDiv(N, 8 * NO) * ceilDiv(M, MR), WG); // MR rows × 8 NO columns per invocation
   } else if (M <= GEMV_MAX_M) {
     kind = 'gemv';
     MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
@@ -80,8 +127,15 @@ export function matmulPlan(wdt: MatmulWdt, M: number, N: number, K: number, vari
     WG = 64;
     groups = ceilDiv(M, 32) * ceilDiv(N, 32);
   }
-  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant };
-  return { key: { shader: 'matmul', defines, layout }, groups };
+  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO };
+  if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
+  const texDefines = { ...defines, WTEX: true, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
+  return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
+}
+
+/** Whether MatmulOptions.wTexture is used for this call (else W is read from its buffer). */
+export function texWeightsApply(wdt: MatmulWdt, K: number, variant: Variant): boolean {
+  return variant === 'cpu' && wdt === 'f32' && K % 4 === 0;
 }
 
 /** y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias). x, y f32. */
@@ -108,9 +162,22 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
 
   const ctx = rec.ctx;
   const wdt: MatmulWdt = w.dtype === 'f16' && ctx.gpu.caps.f16 ? 'f16n' : w.dtype;
-  const { key, groups } = matmulPlan(wdt, M, N, K, opts.variant ?? ctx.variant);
-  const kernel = await ctx.pipelines.get(key);
+  const variant = opts.variant ?? ctx.variant;
   const flags = (bias ? 1 : 0) | (opts.accumulate ? 2 : 0);
+  const wt = opts.wTexture;
+  if (wt && texWeightsApply(wdt, K, variant)) {
+    const { width, height } = wt.binding.texture;
+    const o = wt.offset4;
+    if (!Number.isInteger(o) || o < 0 || o + (N * K) / 4 > width * height || width !== WEIGHT_TEXTURE_WIDTH) {
+      throw new Error(`matmul: W [${N}, ${K}] at vec4 ${o} does not fit the ${width}x${height} weight texture`);
+    }
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true);
+    const kernel = await ctx.pipelines.get(key);
+    rec.dispatch(kernel, { M, N, K, flags, w4: o }, [x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
+    return;
+  }
+  const { key, groups } = matmulPlan(wdt, M, N, K, variant);
+  const kernel = await ctx.pipelines.get(key);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
   rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
 }

@@ -28,6 +28,7 @@ import { attention } from '../../ops/attention.ts';
 import {
   decodeMegakernel,
   megakernelModeFromEnv,
+  megakernelScratchFloats,
   megakernelSupport,
   megakernelTuning,
   megakernelWeights,
@@ -42,7 +43,7 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createKvTexture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { matmul } from '../../ops/matmul.ts';
+import { matmul, type MatmulOptions } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -95,7 +96,14 @@ export class LlamaModel {
   private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
   readonly qkvCols: number;
   /** Decode-only steps run as one megakernel dispatch (null: the generic path only; see megakernelOff). */
-  private readonly mega: { weights: MegakernelWeights; kvLayerBytes: number; maxSeqs: number; tuning: MegakernelTuning; texture: TextureBinding | null } | null;
+  private readonly mega: {
+    weights: MegakernelWeights;
+    kvLayerBytes: number;
+    maxSeqs: number;
+    tuning: MegakernelTuning;
+    texture: TextureBinding | null;
+    scratch: TextureBinding | null;
+  } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
 
@@ -176,9 +184,14 @@ export class LlamaModel {
       texture = weightTexture(ctx, mw.buffer, weights.packed!.size);
       if (!texture) tuning = megakernelTuning(ctx.gpu.info, 'buffer');
     }
+    let scratch: TextureBinding | null = null;
+    if (off === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
+      scratch = createKvTexture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
+      if (!scratch) tuning = { ...tuning, scratch: 'workgroup' };
+    }
     this.mega =
       off === null && typeof mw !== 'string'
-        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture }
+        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch }
         : null;
     const kvTex = this.mega && kvDtype === 'f32' && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4) : null;
     if (kvTex) {
@@ -209,6 +222,15 @@ export class LlamaModel {
     const v = k && createKvTexture(this.ctx, floats, 'v-all');
     if (k && !v) k.texture.destroy();
     return k && v ? { k, v } : null;
+  }
+
+  /**
+   * With the megakernel's weight texture: the generic matmuls read W from it too (prefill on
+   * llvmpipe; matmul ignores it where it does not apply). W's vec4 offset in the packed buffer.
+   */
+  private wtex(w: { w: Tensor }): MatmulOptions {
+    const t = this.mega?.texture;
+    return t && w.w.buffer === this.mega!.weights.buffer ? { wTexture: { binding: t, offset4: w.w.offset / 16 } } : {};
   }
 
   /** Where the KV cache lives. */
@@ -271,7 +293,7 @@ export class LlamaModel {
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
-      await matmul(rec, h, L.qkv, qkv);
+      await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
       await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
         ...heads,
         theta: c.ropeTheta,
@@ -285,11 +307,11 @@ export class LlamaModel {
         maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
         ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
       });
-      await matmul(rec, att, L.o, x, { accumulate: true });
+      await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
-      await matmul(rec, h, L.gu, gu);
+      await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
       await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
-      await matmul(rec, a, L.down, x, { accumulate: true });
+      await matmul(rec, a, L.down, x, { accumulate: true, ...this.wtex(L.down) });
     }
     if (R === 0) return null;
     const last = this.act('last', [R, D]);
@@ -297,7 +319,7 @@ export class LlamaModel {
     await gatherRows(rec, x, this.view('logitRows', R), last);
     await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     const logits = this.act('logits', [R, c.vocabSize]);
-    await matmul(rec, lastN, w.head, logits);
+    await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
     return logits;
   }
 
@@ -322,6 +344,7 @@ export class LlamaModel {
       weights: this.mega!.weights,
       tuning: this.mega!.tuning,
       weightTexture: this.mega!.texture,
+      scratch: this.mega!.scratch,
       input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), blockTables: words('blockTables') },
       invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }),
       cacheK: this.kvTextures?.k ?? (this.cacheK[0] as Tensor).buffer,
@@ -343,5 +366,6 @@ export class LlamaModel {
     this.kvTextures?.k.texture.destroy();
     this.kvTextures?.v.texture.destroy();
     this.mega?.texture?.texture.destroy();
+    this.mega?.scratch?.texture.destroy();
   }
 }
