@@ -14,7 +14,7 @@
 //   QBLK = (cpu, quantized) loop over whole 32-element blocks: one scale per block and column.
 //   WTEX = (cpu, f32, VEC) W read from an rgba32float texture copy of the buffer holding it
 //          (decode_megakernel.ts weightTexture: vec4 i at texel (i % TW, i / TW)); on llvmpipe a
-//          texel fetch costs ~1/6 of a vec4 storage load. Same fma order as the buffer variant.
+//          texel load (read-only storage texture) costs ~1/10 of a vec4 storage load. Same fma order as the buffer variant.
 //   NO   = (cpu) column octets per invocation (8 NO columns share each x chunk): 1 | 4 (WTEX).
 //   MR, WG: rows per invocation / per workgroup; workgroup size.
 // Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y;
@@ -34,7 +34,7 @@ const MR: u32 = {{MR}}u;  // rows per invocation (cpu) / per workgroup (gemv)
 @group(0) @binding(1) var<storage, read> x: array<f32>;           // [M, K]
 #endif
 #if WTEX
-@group(0) @binding(2) var wt: texture_2d<f32>;                    // W [N, K/4] from vec4 index p.w4
+@group(0) @binding(2) var wt: texture_storage_2d<rgba32float, read>;                   // W [N, K/4] from vec4 index p.w4
 const TW: u32 = {{TW}}u;                                          // texels per texture row (power of two)
 const TW_LOG2: u32 = {{TW_LOG2}}u;
 #elif WDT == f32 && VEC
@@ -115,7 +115,7 @@ fn q8(word: u32) -> vec4<f32> {
 fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
 #if WTEX
   let i = b + c;
-  return textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2), 0);
+  return textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2));
 #elif WDT == f32 && VEC
   return w[b + c];
 #elif WDT == f32

@@ -55,8 +55,9 @@ export const MEGAKERNEL_WEIGHT_SOURCES: readonly (MegakernelWeightSource | 'auto
 /**
  * Per-adapter shape of the megakernel, chosen from measurements on the software adapters
  * (docs/kernels.md, "Decode megakernel"): Mesa 22's llvmpipe executes every storage-buffer
- * and workgroup-memory load lane by lane (~11 ns per f32 per invocation) while a texel fetch
- * is vectorised (~7 ns per rgba32float texel), so on llvmpipe the weights come from a texture,
+ * and workgroup-memory load lane by lane (~11 ns per f32 per invocation) while a texel load
+ * from a read-only rgba32float storage texture takes ~4 ns, so on llvmpipe the weights come
+ * from a texture (and the KV cache and activations from r32float read-write textures),
  * each invocation computes 16 columns per pass (NO = 2: every activation chunk read from
  * workgroup memory serves twice the columns) and 32 invocations keep idle SIMD blocks few.
  */
@@ -338,7 +339,7 @@ export function weightTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, buffer: G
     label: 'weights-texture',
     size: [TW, rows],
     format: 'rgba32float',
-    usage: GPUTextureUsage.TEXTURE_BINDING | GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST,
+    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST, // bound read-only (texture_storage_2d<rgba32float, read>)
   });
   const enc = ctx.device.createCommandEncoder();
   const full = Math.floor(n4 / TW);

@@ -31,7 +31,7 @@ export interface MatmulOptions {
    * Read W from this texture instead of `weight.w.buffer` (cpu variant, f32 W, K % 4 == 0; other
    * cases ignore it and read the buffer). `binding`: a weightTexture() copy of the buffer that
    * holds W (decode_megakernel.ts, WEIGHT_TEXTURE_WIDTH texels per row); `offset4`: vec4 index
-   * of W[0, 0] in it (W's byte offset in that buffer / 16). On llvmpipe a texel fetch costs ~1/6
+   * of W[0, 0] in it (W's byte offset in that buffer / 16). On llvmpipe a texel load costs ~1/10
    * of a vec4 storage load. Results are bit-identical to the buffer source.
    */
   wTexture?: { binding: TextureBinding; offset4: number };
@@ -56,7 +56,7 @@ const texLayout = uniformLayout([
 const CPU_WG = 16;
 /**
  * Column octets per invocation of the cpu kernel with texture weights: 8 NO columns share each x
- * chunk (MR vec4 storage loads, ~43 ns each on llvmpipe) while W costs 8 NO texel fetches (~7 ns).
+ * chunk (MR vec4 storage loads, ~43 ns each on llvmpipe) while W costs 8 NO texel loads (~7 ns sampled, ~4 ns from the read-only storage binding used now).
  * ms per dispatch on llvmpipe (Mesa 22, opengles, 2 cores shared with other jobs: ±20%), WG 16,
  * W from the buffer (NO 1) | texture NO 1 / 2 / 4 / 8:
  *   M=15  [N,K]=[128,64]   0.62 | 0.33 / 0.23 / 0.19 / 0.21
