@@ -136,7 +136,7 @@ async function tryNode(backend: 'native' | 'swiftshader' | 'opengles', pref?: GP
   }
   if (backend === 'swiftshader') {
     // SwiftShader is Vulkan's CPU ("fallback") adapter; prepareGpuEnv added its ICD.
-    const gpu = m.create(['backend=vulkan', ...(env()?.WEFT_GPU_ROBUSTNESS === 'off' ? ['enable-dawn-features=disable_robustness'] : [])]);
+    const gpu = m.create(['backend=vulkan']);
     const adapter = await gpu.requestAdapter({ powerPreference: pref, forceFallbackAdapter: true });
     return adapter ? { instance: gpu, adapter, backend, featureLevel: 'core' } : null;
   }
