@@ -169,12 +169,13 @@ export interface MegakernelSupportInput {
 export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg: DecoderConfig, o: MegakernelSupportInput): string | null {
   if (o.mode === 'off') return 'WEFT_DECODE_MEGAKERNEL=off';
   if (o.mode === 'auto' && ctx.variant !== 'cpu') return 'auto: only on software adapters (kernel variant cpu); one workgroup per sequence would underuse a real GPU';
-  if (!o.f32Weights) return 'weights are not f32';
-  const lim = ctx.gpu.limits;
-  if (o.weightBytes > lim.maxStorageBufferBindingSize) return `packed weights (${o.weightBytes} B) exceed maxStorageBufferBindingSize`;
+  // The size bound first: a model over it is not packed, and "not f32" would misstate why.
   if (o.mode === 'auto' && o.weightBytes > MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES) {
     return `auto: packed weights ${(o.weightBytes / 2 ** 20).toFixed(1)} MiB > ${MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES / 2 ** 20} MiB`;
   }
+  if (!o.f32Weights) return 'weights are not f32';
+  const lim = ctx.gpu.limits;
+  if (o.weightBytes > lim.maxStorageBufferBindingSize) return `packed weights (${o.weightBytes} B) exceed maxStorageBufferBindingSize`;
   if (cfg.hiddenSize % 4 !== 0 || cfg.headDim % 4 !== 0) return 'hidden size and head dim must be multiples of 4';
   if (cfg.heads % cfg.kvHeads !== 0) return 'heads not a multiple of kv heads';
   if (cfg.hiddenAct !== 'silu') return `activation ${cfg.hiddenAct} (the megakernel is SiLU-gated)`;
