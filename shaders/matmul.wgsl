@@ -15,6 +15,8 @@
 //   WTEX = (cpu, f32, VEC) W read from an rgba32float texture copy of the buffer holding it
 //          (decode_megakernel.ts weightTexture: vec4 i at texel (i % TW, i / TW)); on llvmpipe a
 //          texel load (read-only storage texture) costs ~1/10 of a vec4 storage load. Same fma order as the buffer variant.
+//   XTEX = (WTEX) x read from an rgba32float texture the host copied it into (prefill on llvmpipe:
+//          with M rows each x chunk is reloaded by every column group, ~43 ns per vec4 from a buffer).
 //   NO   = (cpu) column octets per invocation (8 NO columns share each x chunk): 1 | 4 (WTEX).
 //   MR, WG: rows per invocation / per workgroup; workgroup size.
 // Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y;
@@ -28,7 +30,9 @@ const WG: u32 = {{WG}}u;
 const MR: u32 = {{MR}}u;  // rows per invocation (cpu) / per workgroup (gemv)
 
 @group(0) @binding(0) var<uniform> p: Params;
-#if VEC
+#if XTEX
+@group(0) @binding(1) var xt: texture_storage_2d<rgba32float, read>;  // x [M, K/4] copied in: vec4 i at texel (i % TW, i / TW)
+#elif VEC
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;     // [M, K/4]
 #else
 @group(0) @binding(1) var<storage, read> x: array<f32>;           // [M, K]
@@ -74,7 +78,10 @@ fn xbase(m: u32) -> u32 {
 
 // x[row at base b, 4c..4c+3]; zero past K.
 fn xat(b: u32, c: u32) -> vec4<f32> {
-#if VEC
+#if XTEX
+  let i = b + c;
+  return textureLoad(xt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2));
+#elif VEC
   return x[b + c];
 #else
   let k = 4u * c;

@@ -139,6 +139,20 @@ export class Recorder {
     this.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
   }
 
+  /**
+   * Copies `vec4s` 16-byte elements from `src` at `srcOffset` (a multiple of 16) into an
+   * rgba32float texture of rows `width` texels wide (width * 16 a multiple of 256), element i at
+   * texel (i % width, i / width). Ends the current pass.
+   */
+  copyToTexture(src: GPUBuffer, srcOffset: number, vec4s: number, dst: GPUTexture, width: number): void {
+    this.endPass();
+    const bytesPerRow = width * 16;
+    const full = Math.floor(vec4s / width);
+    if (full > 0) this.encoder.copyBufferToTexture({ buffer: src, offset: srcOffset, bytesPerRow }, { texture: dst }, [width, full]);
+    const rest = vec4s - full * width;
+    if (rest > 0) this.encoder.copyBufferToTexture({ buffer: src, offset: srcOffset + full * bytesPerRow, bytesPerRow }, { texture: dst, origin: [0, full] }, [rest, 1]);
+  }
+
   /** Queues a readback of `t` (or `bytes` of it) resolved after `submit()`. */
   readback(t: BufferBinding, bytes?: number): Promise<ArrayBuffer> {
     const size = bytes ?? ('dtype' in t ? byteLength(t.shape, t.dtype) : (t.size ?? t.buffer.size - (t.offset ?? 0)));

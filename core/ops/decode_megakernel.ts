@@ -352,6 +352,14 @@ export function weightTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, buffer: G
   return { texture, view: texture.createView() };
 }
 
+/** An empty rgba32float staging texture for `vec4s` elements in weightTexture's layout (copy target, read-only storage binding), or null if too large. */
+export function stagingTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, vec4s: number): TextureBinding | null {
+  const rows = Math.max(1, Math.ceil(vec4s / WEIGHT_TEXTURE_WIDTH));
+  if (rows > ctx.gpu.limits.maxTextureDimension2D) return null;
+  const texture = ctx.device.createTexture({ label: 'x-stage', size: [WEIGHT_TEXTURE_WIDTH, rows], format: 'rgba32float', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST });
+  return { texture, view: texture.createView() };
+}
+
 export interface DecodeMegakernelArgs {
   cfg: DecoderConfig;
   weights: MegakernelWeights;

@@ -35,7 +35,16 @@ export interface MatmulOptions {
    * of a vec4 storage load. Results are bit-identical to the buffer source.
    */
   wTexture?: { binding: TextureBinding; offset4: number };
+  /**
+   * With wTexture in use and M >= XTEX_MIN_ROWS: an rgba32float scratch texture
+   * (WEIGHT_TEXTURE_WIDTH wide, COPY_DST | STORAGE_BINDING, >= M * K / 4 texels) that x is copied
+   * into before the dispatch, so its reloads by every column group are texel loads. Bit-identical.
+   */
+  xTexture?: TextureBinding;
 }
+
+/** Fewest rows for which copying x into a texture pays for the copy (prefill; decode rows stay in the buffer). */
+export const XTEX_MIN_ROWS = 32;
 
 const layout = uniformLayout([
   ['M', 'u32'], // rows of x and y, in elements
@@ -102,6 +111,7 @@ export function matmulPlan(
   K: number,
   variant: Variant,
   tex = false,
+  xtex = false,
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
@@ -129,7 +139,7 @@ export function matmulPlan(
   }
   const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO };
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
-  const texDefines = { ...defines, WTEX: true, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
+  const texDefines = { ...defines, WTEX: true, XTEX: xtex, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
 }
 
@@ -171,9 +181,17 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     if (!Number.isInteger(o) || o < 0 || o + (N * K) / 4 > width * height || width !== WEIGHT_TEXTURE_WIDTH) {
       throw new Error(`matmul: W [${N}, ${K}] at vec4 ${o} does not fit the ${width}x${height} weight texture`);
     }
-    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true);
+    const xt = opts.xTexture;
+    const useX = !!xt && M >= XTEX_MIN_ROWS;
+    if (useX) {
+      const { width, height } = xt.texture;
+      if (width !== WEIGHT_TEXTURE_WIDTH || (M * K) / 4 > width * height) throw new Error(`matmul: x [${M}, ${K}] does not fit the ${width}x${height} x texture`);
+      if (x.offset % 16 !== 0) throw new Error('matmul: x must start 16-byte aligned to be copied into a texture');
+      rec.copyToTexture(x.buffer, x.offset, (M * K) / 4, xt.texture, width);
+    }
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX);
     const kernel = await ctx.pipelines.get(key);
-    rec.dispatch(kernel, { M, N, K, flags, w4: o }, [x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
+    rec.dispatch(kernel, { M, N, K, flags, w4: o }, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
     return;
   }
   const { key, groups } = matmulPlan(wdt, M, N, K, variant);

@@ -5,13 +5,15 @@
  * aligned offset, as in the engine's packed weights. The weight tensor handed to matmul next to
  * the texture holds zeros, so a kernel that read the buffer instead would fail the comparisons.
  * Shapes: odd M, N not a multiple of 8/16/32 (tails of the 32-column blocks), cpu MR 1..4,
- * K = 4 and 172 (% 8 != 0), M = 240 (many invocations).
+ * K = 4 and 172 (% 8 != 0), M = 240 (many invocations). From M = XTEX_MIN_ROWS the texture run
+ * also stages x in a texture (MatmulOptions.xTexture; one copy per call, bit-identical); below
+ * it the staging texture is ignored.
  */
 import { describe, expect, it } from 'vitest';
 import type { TextureBinding } from '../../core/gpu/recorder.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
-import { weightTexture } from '../../core/ops/decode_megakernel.ts';
-import { matmul, matmulPlan, TEX_OCTETS, type MatmulOptions } from '../../core/ops/matmul.ts';
+import { stagingTexture, weightTexture } from '../../core/ops/decode_megakernel.ts';
+import { matmul, matmulPlan, TEX_OCTETS, XTEX_MIN_ROWS, type MatmulOptions } from '../../core/ops/matmul.ts';
 import { matmulRef } from '../../core/ops/matmul.ref.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { assertClose, gpuFor, randn, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
@@ -25,6 +27,7 @@ const CASES: [Shape, number][] = [
   [[9, 36, 70], 48],
   [[15, 172, 45], 32],
   [[240, 64, 33], 16],
+  [[40, 172, 21], 0],
 ];
 
 /** W [N, K] f32 at vec4 `pad` of a packed buffer, its texture copy, and a zero W of the same shape. */
@@ -60,10 +63,17 @@ describe.each(TEST_BACKENDS)('matmul texture weights on %s', (backend) => {
     const tb = ctx.tensor(b, [N], 'f32');
     const outs: Tensor[] = [];
     const rec = ctx.recorder();
+    let copies = 0;
+    const copy = rec.copyToTexture.bind(rec);
+    rec.copyToTexture = (...a) => {
+      copies++;
+      copy(...a);
+    };
+    const xs = stagingTexture(ctx, (M * K) / 4)!;
     const variant = 'cpu' as const;
     for (const src of ['texture', 'buffer'] as const) {
       const weight = src === 'texture' ? { w: zero } : { w };
-      const opts: MatmulOptions = src === 'texture' ? { variant, wTexture: { binding: tex, offset4: pad } } : { variant };
+      const opts: MatmulOptions = src === 'texture' ? { variant, wTexture: { binding: tex, offset4: pad }, xTexture: xs } : { variant };
       const plain = ctx.tensor(new Float32Array(M * N), [M, N], 'f32');
       const withBias = ctx.tensor(new Float32Array(M * N), [M, N], 'f32');
       const acc = ctx.tensor(y0, [M, N], 'f32');
@@ -73,6 +83,7 @@ describe.each(TEST_BACKENDS)('matmul texture weights on %s', (backend) => {
       outs.push(plain, withBias, acc);
     }
     expect(rec.dispatches).toBe(6);
+    expect(copies).toBe(M >= XTEX_MIN_ROWS ? 3 : 0);
     const reads = outs.map((t) => rec.readback(t));
     rec.submit();
     const [tp, tbias, tacc, bp, bbias, bacc] = await Promise.all(reads);
@@ -85,6 +96,7 @@ describe.each(TEST_BACKENDS)('matmul texture weights on %s', (backend) => {
     for (const t of outs) t.buffer.destroy();
     for (const t of [w, zero, tx, tb]) t.buffer.destroy();
     tex.texture.destroy();
+    xs.texture.destroy();
   });
 
   it('uses the texture only where it applies (gpu variant, K % 4 != 0: buffer) and checks its range', async () => {

@@ -33,6 +33,7 @@ import {
   megakernelTuning,
   megakernelWeights,
   megakernelWeightsFromEnv,
+  stagingTexture,
   weightTexture,
   type MegakernelTuning,
   type MegakernelWeightSource,
@@ -103,6 +104,8 @@ export class LlamaModel {
     tuning: MegakernelTuning;
     texture: TextureBinding | null;
     scratch: TextureBinding | null;
+    /** With the weight texture: the generic matmuls' x staging texture (MatmulOptions.xTexture). */
+    xStage: TextureBinding | null;
   } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
@@ -184,6 +187,8 @@ export class LlamaModel {
       texture = weightTexture(ctx, mw.buffer, weights.packed!.size);
       if (!texture) tuning = megakernelTuning(ctx.gpu.info, 'buffer');
     }
+    // x of the generic matmuls (prefill) as texels: up to maxTokens rows of the widest K.
+    const xStage = texture ? stagingTexture(ctx, T * Math.ceil(Math.max(c.hiddenSize, c.heads * c.headDim, c.intermediateSize) / 4)) : null;
     let scratch: TextureBinding | null = null;
     if (off === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
       scratch = createKvTexture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
@@ -191,7 +196,7 @@ export class LlamaModel {
     }
     this.mega =
       off === null && typeof mw !== 'string'
-        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch }
+        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
         : null;
     const kvTex = this.mega && kvDtype === 'f32' && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4) : null;
     if (kvTex) {
@@ -230,7 +235,9 @@ export class LlamaModel {
    */
   private wtex(w: { w: Tensor }): MatmulOptions {
     const t = this.mega?.texture;
-    return t && w.w.buffer === this.mega!.weights.buffer ? { wTexture: { binding: t, offset4: w.w.offset / 16 } } : {};
+    if (!t || w.w.buffer !== this.mega!.weights.buffer) return {};
+    const xs = this.mega!.xStage;
+    return { wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
   }
 
   /** Where the KV cache lives. */
@@ -367,5 +374,6 @@ export class LlamaModel {
     this.kvTextures?.v.texture.destroy();
     this.mega?.texture?.texture.destroy();
     this.mega?.scratch?.texture.destroy();
+    this.mega?.xStage?.texture.destroy();
   }
 }
