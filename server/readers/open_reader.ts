@@ -36,10 +36,16 @@ function memoryBudget(ctx: GpuContext): number {
 /**
  * Loads `init.spec` on `backend` (default: the spec's, else `auto`). With
  * `probe`, also generates one token, so the kernels of a plain request have
- * been built and run on this device. The device is released if anything fails.
+ * been built and run on this device. The device is released if anything fails;
+ * `onContext` receives it as soon as it exists (so its owner can release it on shutdown).
  */
-export async function openReader({ readerId, spec }: ReaderInit, backend: string | undefined = spec.backend, opts: { probe?: boolean } = {}): Promise<LocalReader | LocalEncoderReader> {
+export async function openReader(
+  { readerId, spec }: ReaderInit,
+  backend: string | undefined = spec.backend,
+  opts: { probe?: boolean; onContext?: (ctx: GpuContext) => void } = {},
+): Promise<LocalReader | LocalEncoderReader> {
   const ctx = await GpuContext.create(backend ? { backend } : {});
+  opts.onContext?.(ctx);
   try {
     const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
     const type = await readerTypeOf(ms, spec.type);

@@ -10,6 +10,7 @@ import { Worker as NodeWorker } from 'node:worker_threads';
 import type { ErrorJSON } from '../../core/errors.ts';
 import type { Endpoint, Msg } from '../../core/engine/protocol.ts';
 import type { ReaderInit } from './open_reader.ts';
+import { SHUTDOWN, SHUTDOWN_GRACE_MS } from './shutdown.ts';
 
 export type { ReaderInit };
 
@@ -29,13 +30,23 @@ export type WorkerTransport = (init: ReaderInit) => WorkerHandle;
 /** A worker thread; the init travels as workerData. */
 export const nodeTransport: WorkerTransport = (init) => {
   const worker = new NodeWorker(new URL('./worker_boot.mjs', import.meta.url), { workerData: init, stdout: false, stderr: false });
+  let gone = false;
+  worker.once('exit', () => (gone = true));
   return {
     post: (m) => worker.postMessage(m),
     onMessage: (cb) => worker.on('message', (m: Msg) => cb(m)),
     onError: (cb) => worker.on('error', cb),
     onExit: (cb) => worker.on('exit', () => cb()),
     terminate: async () => {
-      await worker.terminate();
+      // Ask the worker to release its device and exit; terminate only if it does not in time.
+      if (gone) return;
+      const exited = new Promise<boolean>((resolve) => worker.once('exit', () => resolve(true)));
+      worker.postMessage(SHUTDOWN);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), SHUTDOWN_GRACE_MS)));
+      const clean = await Promise.race([exited, late]);
+      clearTimeout(timer);
+      if (!clean) await worker.terminate();
     },
   };
 };
