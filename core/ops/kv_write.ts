@@ -46,8 +46,12 @@ export function isKvTexture(s: KvStore): s is KvTexture {
   return 'view' in s;
 }
 
-/** A zeroed KV texture for `floats` f32 elements, or null when it exceeds the adapter's 2D texture size. */
-export function createKvTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats: number, label: string): TextureBinding | null {
+/**
+ * A zeroed r32float read-write storage texture for `floats` f32 elements in the KV-texture layout
+ * (KV_TEXTURE_WIDTH wide; also the megakernel's activation scratch), or null when it exceeds the
+ * adapter's 2D texture size.
+ */
+export function createR32Texture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats: number, label: string): TextureBinding | null {
   const rows = Math.max(1, Math.ceil(floats / KV_TEXTURE_WIDTH));
   const lim = ctx.gpu.limits.maxTextureDimension2D;
   if (rows > lim || KV_TEXTURE_WIDTH > lim) return null;

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 import { attention } from '../../core/ops/attention.ts';
-import { createKvTexture, KV_TEXTURE_WIDTH, NO_SLOT, type KvTexture } from '../../core/ops/kv_write.ts';
+import { createR32Texture, KV_TEXTURE_WIDTH, NO_SLOT, type KvTexture } from '../../core/ops/kv_write.ts';
 import { ropeKvWrite } from '../../core/ops/rope_kv_write.ts';
 import { BACKEND_VARIANTS, gpuFor, randn, rng } from '../helpers/gpu.ts';
 
@@ -97,8 +97,8 @@ describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, varia
 
     // Textures: the layer's region starts after a 1-layer gap (base4 != 0), pre-filled with the same noise.
     const gap = floats + 4 * 100;
-    const k = createKvTexture(ctx, gap + floats, 'k');
-    const v = createKvTexture(ctx, gap + floats, 'v');
+    const k = createR32Texture(ctx, gap + floats, 'k');
+    const v = createR32Texture(ctx, gap + floats, 'v');
     if (!k || !v) throw new Error('no KV texture');
     const fill = (t: KvTexture, data: Float32Array): void => {
       const all = new Float32Array(t.texture.height * KV_TEXTURE_WIDTH);

@@ -43,7 +43,7 @@ import {
 } from '../../ops/decode_megakernel.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
-import { createKvTexture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
+import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { matmul, type MatmulOptions } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
@@ -191,7 +191,7 @@ export class LlamaModel {
     const xStage = texture ? stagingTexture(ctx, T * Math.ceil(Math.max(c.hiddenSize, c.heads * c.headDim, c.intermediateSize) / 4)) : null;
     let scratch: TextureBinding | null = null;
     if (off === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
-      scratch = createKvTexture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
+      scratch = createR32Texture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
       if (!scratch) tuning = { ...tuning, scratch: 'workgroup' };
     }
     this.mega =
@@ -223,8 +223,8 @@ export class LlamaModel {
 
   /** K and V textures of `floats` f32 each, or null when they exceed the adapter's texture size. */
   private kvTexturePair(floats: number): { k: TextureBinding; v: TextureBinding } | null {
-    const k = createKvTexture(this.ctx, floats, 'k-all');
-    const v = k && createKvTexture(this.ctx, floats, 'v-all');
+    const k = createR32Texture(this.ctx, floats, 'k-all');
+    const v = k && createR32Texture(this.ctx, floats, 'v-all');
     if (k && !v) k.texture.destroy();
     return k && v ? { k, v } : null;
   }
