@@ -47,6 +47,9 @@
 #endif
 @group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
 
+// The SYNC placeholder ends a phase: workgroupBarrier(), preceded by textureBarrier() with SCRATCH_TEX (the
+// activations are texels then). Written inline, not as a helper: llvmpipe mishandles barriers in
+// helper functions.
 const WG: u32 = {{WG}}u;
 const TW: u32 = {{TW}}u;  // texels per weight-texture row (power of two)
 const TW_LOG2: u32 = {{TW_LOG2}}u;
@@ -648,10 +651,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let tok = inp[p.inTokens + seqOf(wid, r)];
     smw(r * PS + c, select(vec4<f32>(0.0), wv((p.wEmbed >> 2u) + min(tok, p.V - 1u) * D4 + c), tok < p.V));
   }
-#if SCRATCH_TEX
-  textureBarrier();
-#endif
-  workgroupBarrier();
+  {{SYNC}}
 
   for (var layer = 0u; layer < p.layers; layer++) {
     let lb = p.wLayer0 + layer * p.wLayerStride;  // element offset of this layer's weights
@@ -659,15 +659,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
 
     // h = RMSNorm(x) * inNorm
     if (lid < MR) { red[lid] = rmsInv(lid); }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
     normRows(lid, lb + p.lIn);
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // qkv = h · Wqkvᵀ (+ bias)
     for (var n0 = CPL * lid; n0 < p.qkvCols; n0 += CPL * WG) {
@@ -686,10 +680,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
 #endif
       putOcts(oB, n0, p.qkvCols, v, false);
     }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // rope (+ q/k norms) in place; k and v of this position into the paged cache
     for (var k = lid; k < MR * heads; k += WG) {
@@ -699,10 +690,10 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       ropeHead(r, k % heads, inp[p.inPositions + sq], slot, lb, kvOff);
     }
     storageBarrier();
-#if KV_TEX || SCRATCH_TEX
+#if KV_TEX && !SCRATCH_TEX
     textureBarrier();
 #endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // att = softmax(q kᵀ) v over positions lo..pos through the block table
     for (var k = lid; k < MR * items; k += WG) {
@@ -710,29 +701,17 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       let sq = seqOf(wid, r);
       attend(r, k % items, inp[p.inPositions + sq], p.inBlockTables + sq * p.maxBlocks, kvOff);
     }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // x += att · Woᵀ
     for (var n0 = CPL * lid; n0 < D; n0 += CPL * WG) { putOcts(0u, n0, D, octDot(oH, lb + p.lO, AD, n0, D), true); }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // h = RMSNorm(x) * postNorm
     if (lid < MR) { red[lid] = rmsInv(lid); }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
     normRows(lid, lb + p.lPost);
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // act = silu(h · Wgateᵀ) * (h · Wupᵀ), zero past I
     for (var n0 = CPL * lid; n0 < p.I; n0 += CPL * WG) {
@@ -751,10 +730,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         }
       }
     }
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
 
     // x += act · Wdownᵀ
 #if VEC_I
@@ -762,23 +738,14 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
 #else
     for (var n0 = 8u * lid; n0 < D; n0 += 8u * WG) { putOct(0u, n0, D, octDotS(oB, lb + p.lDown, p.I, n0, D), true); }
 #endif
-#if SCRATCH_TEX
-    textureBarrier();
-#endif
-    workgroupBarrier();
+    {{SYNC}}
   }
 
   // logits = RMSNorm(x) * norm · Wheadᵀ
   if (lid < MR) { red[lid] = rmsInv(lid); }
-#if SCRATCH_TEX
-  textureBarrier();
-#endif
-  workgroupBarrier();
+  {{SYNC}}
   normRows(lid, p.wNorm);
-#if SCRATCH_TEX
-  textureBarrier();
-#endif
-  workgroupBarrier();
+  {{SYNC}}
   for (var n0 = CPL * lid; n0 < p.V; n0 += CPL * WG) {
     let v = octDot(oH, p.wHead, D, n0, p.V);
     for (var j = 0u; j < NO; j++) {

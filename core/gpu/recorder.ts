@@ -21,6 +21,19 @@ export type Binding = BufferBinding | TextureBinding;
 const UNIFORM = 0x40 | 0x08; // UNIFORM | COPY_DST
 const MAP_READ = 0x01 | 0x08; // MAP_READ | COPY_DST
 
+/**
+ * Records the copy of `vec4s` 16-byte elements of `src` (from byte `srcOffset`, a multiple of 16)
+ * into rows of `width` texels of an rgba32float texture (width * 16 a multiple of 256): the full
+ * rows in one copy, the last partial row in another.
+ */
+export function copyRowsToTexture(enc: GPUCommandEncoder, src: GPUBuffer, srcOffset: number, vec4s: number, dst: GPUTexture, width: number): void {
+  const bytesPerRow = width * 16;
+  const full = Math.floor(vec4s / width);
+  if (full > 0) enc.copyBufferToTexture({ buffer: src, offset: srcOffset, bytesPerRow }, { texture: dst }, [width, full]);
+  const rest = vec4s - full * width;
+  if (rest > 0) enc.copyBufferToTexture({ buffer: src, offset: srcOffset + full * bytesPerRow, bytesPerRow }, { texture: dst, origin: [0, full] }, [rest, 1]);
+}
+
 export class Recorder {
   private readonly encoder: GPUCommandEncoder;
   private pass: GPUComputePassEncoder | null = null;
@@ -146,11 +159,7 @@ export class Recorder {
    */
   copyToTexture(src: GPUBuffer, srcOffset: number, vec4s: number, dst: GPUTexture, width: number): void {
     this.endPass();
-    const bytesPerRow = width * 16;
-    const full = Math.floor(vec4s / width);
-    if (full > 0) this.encoder.copyBufferToTexture({ buffer: src, offset: srcOffset, bytesPerRow }, { texture: dst }, [width, full]);
-    const rest = vec4s - full * width;
-    if (rest > 0) this.encoder.copyBufferToTexture({ buffer: src, offset: srcOffset + full * bytesPerRow, bytesPerRow }, { texture: dst, origin: [0, full] }, [rest, 1]);
+    copyRowsToTexture(this.encoder, src, srcOffset, vec4s, dst, width);
   }
 
   /** Queues a readback of `t` (or `bytes` of it) resolved after `submit()`. */

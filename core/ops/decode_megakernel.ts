@@ -36,7 +36,7 @@
 import type { DecoderConfig } from '../formats/hf_config.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import type { GpuInfo } from '../gpu/device.ts';
-import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
+import { copyRowsToTexture, type Recorder, type TextureBinding } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
@@ -332,31 +332,23 @@ export const WEIGHT_TEXTURE_WIDTH = 2048;
  * i / WEIGHT_TEXTURE_WIDTH). Null when it does not fit the adapter's 2D texture limit.
  */
 export function weightTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, buffer: GPUBuffer, bytes: number): TextureBinding | null {
-  const TW = WEIGHT_TEXTURE_WIDTH;
   const n4 = Math.ceil(bytes / 16);
-  const rows = Math.ceil(n4 / TW);
-  if (rows > ctx.gpu.limits.maxTextureDimension2D) return null;
-  const texture = ctx.device.createTexture({
-    label: 'weights-texture',
-    size: [TW, rows],
-    format: 'rgba32float',
-    usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST, // bound read-only (texture_storage_2d<rgba32float, read>)
-  });
+  const t = stagingTexture(ctx, n4, 'weights-texture');
+  if (!t) return null;
   const enc = ctx.device.createCommandEncoder();
-  const full = Math.floor(n4 / TW);
-  const bytesPerRow = TW * 16;
-  if (full > 0) enc.copyBufferToTexture({ buffer, bytesPerRow }, { texture }, [TW, full]);
-  const rest = n4 - full * TW;
-  if (rest > 0) enc.copyBufferToTexture({ buffer, offset: full * bytesPerRow, bytesPerRow }, { texture, origin: [0, full] }, [rest, 1]);
+  copyRowsToTexture(enc, buffer, 0, n4, t.texture, WEIGHT_TEXTURE_WIDTH);
   ctx.device.queue.submit([enc.finish()]);
-  return { texture, view: texture.createView() };
+  return t;
 }
 
-/** An empty rgba32float staging texture for `vec4s` elements in weightTexture's layout (copy target, read-only storage binding), or null if too large. */
-export function stagingTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, vec4s: number): TextureBinding | null {
+/**
+ * An empty rgba32float texture for `vec4s` elements in weightTexture's layout (a copy target,
+ * bound as a read-only storage texture), or null when it exceeds the adapter's 2D texture size.
+ */
+export function stagingTexture(ctx: Pick<GpuContext, 'device' | 'gpu'>, vec4s: number, label = 'x-stage'): TextureBinding | null {
   const rows = Math.max(1, Math.ceil(vec4s / WEIGHT_TEXTURE_WIDTH));
   if (rows > ctx.gpu.limits.maxTextureDimension2D) return null;
-  const texture = ctx.device.createTexture({ label: 'x-stage', size: [WEIGHT_TEXTURE_WIDTH, rows], format: 'rgba32float', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST });
+  const texture = ctx.device.createTexture({ label, size: [WEIGHT_TEXTURE_WIDTH, rows], format: 'rgba32float', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_DST });
   return { texture, view: texture.createView() };
 }
 
@@ -433,6 +425,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH),
       KV_TEX: kvTex,
       SCRATCH_TEX: a.tuning.scratch === 'texture',
+      SYNC: a.tuning.scratch === 'texture' ? 'textureBarrier(); workgroupBarrier();' : 'workgroupBarrier();',
     },
     layout,
   });
