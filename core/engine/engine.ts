@@ -19,6 +19,20 @@ import { processedProbs, uniformStream, verifyGreedy, verifySampled, type Verdic
 import { bannedNgramTokens, StopMatcher } from './stops.ts';
 
 /** A constraint on the tokens a request may produce (structured output). */
+/** Resolves after the current event-loop turn: setImmediate where it exists (Node, Bun), else a MessageChannel task (browsers, Deno). */
+function nextTurn(): Promise<void> {
+  const g = globalThis as { setImmediate?: (f: () => void) => unknown };
+  if (g.setImmediate) return new Promise((r) => g.setImmediate!(r));
+  return new Promise((r) => {
+    const c = new MessageChannel();
+    c.port1.onmessage = () => {
+      c.port1.close();
+      r();
+    };
+    c.port2.postMessage(null);
+  });
+}
+
 export interface TokenConstraint {
   /** Allowed-token bitmask [ceil(V/32)] for the current state, or null for "anything". */
   mask(): Uint32Array | null;
@@ -340,6 +354,10 @@ export class Engine {
     if (this.looping) return;
     this.looping = true;
     try {
+      // An idle engine waits one event-loop turn before its first step, so requests submitted
+      // together (Promise.all over generate(), a burst of HTTP requests read in one poll) are
+      // prefilled in one step instead of the first alone and the rest one step later.
+      await nextTurn();
       while (this.scheduler.hasWork) {
         const plan = this.scheduler.schedule();
         for (const s of plan.cancelled) {

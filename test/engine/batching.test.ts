@@ -63,6 +63,28 @@ describe.each(TEST_BACKENDS)('batched engine on %s', (backend) => {
     expect(engine.runner.kv.freeCount).toBe(free0);
   });
 
+  it('requests submitted in the same turn share their first step', async () => {
+    const { engine } = loaded;
+    const runner = engine.runner;
+    const step = runner.step.bind(runner);
+    const plans: number[] = [];
+    runner.step = (plan, rows, o) => {
+      plans.push(plan.scheduled.length);
+      return step(plan, rows, o);
+    };
+    try {
+      // Four short prompts (2-4 tokens each) fit the 24-token step budget together.
+      const prompts = ['One day', 'Tim', 'He said', 'The little dog'];
+      const outs = await Promise.all(prompts.map((p) => engine.complete(p, { maxNewTokens: 3, sampling: { temperature: 0 } })));
+      expect(plans[0]).toBe(4);
+      // Prefill together, then two decode steps of all four: 3 steps in all.
+      expect(plans).toEqual([4, 4, 4]);
+      for (const o of outs) expect(o.tokenIds).toHaveLength(3);
+    } finally {
+      runner.step = step;
+    }
+  });
+
   it('a request sharing a long prefix computes only its new tokens and matches a cold run', async () => {
     const { engine } = loaded;
     const shared = 'Zed the purple frog lived by a quiet pond. Every morning he sang a song to the fish, and one day,';
