@@ -106,6 +106,38 @@ fn argmax_z(zb: u32, first: u32, stride: u32) -> Best {
   for (var i = first; i < quads(); i += stride) { b = take4(b, z[zb + i], 4u * i); }
   return b;
 }
+// argmax_logits(r, 0, 1).am for a row without a mask, as one compare per logit: `l > m` from
+// m = NEG alone keeps masked()'s rules (NaN, -inf and NEG never win, ties keep the lowest id).
+fn argmax_plain(r: u32) -> u32 {
+  var m = NEG;
+  var am = NONE;
+  let b = r * p.vocab;
+  let full = p.vocab / 4u;
+  for (var i = 0u; i < full; i++) {
+    let v = 4u * i;
+    let l0 = logits[b + v];
+    let l1 = logits[b + v + 1u];
+    let l2 = logits[b + v + 2u];
+    let l3 = logits[b + v + 3u];
+    let g0 = l0 > m;
+    m = select(m, l0, g0);
+    am = select(am, v, g0);
+    let g1 = l1 > m;
+    m = select(m, l1, g1);
+    am = select(am, v + 1u, g1);
+    let g2 = l2 > m;
+    m = select(m, l2, g2);
+    am = select(am, v + 2u, g2);
+    let g3 = l3 > m;
+    m = select(m, l3, g3);
+    am = select(am, v + 3u, g3);
+  }
+  for (var v = 4u * full; v < p.vocab; v++) {
+    let l = logits[b + v];
+    if (l > m) { m = l; am = v; }
+  }
+  return am;
+}
 // z = masked logits / T (T = 1 for greedy rows).
 fn fill(r: u32, zb: u32, T: f32, first: u32, stride: u32) {
   for (var i = first; i < quads(); i += stride) {
@@ -300,7 +332,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (r >= p.rows) { return; }
   let temp = rf(r, 0u);
   let greedy = temp == 0.0;
-  if (greedy && ru(r, 10u) == 0u) { ids[r] = argmax_logits(r, 0u, 1u).am; return; } // fast path
+  if (greedy && ru(r, 10u) == 0u) { // fast path
+    if (p.hasMask == 0u) { ids[r] = argmax_plain(r); } else { ids[r] = argmax_logits(r, 0u, 1u).am; }
+    return;
+  }
   let zb = ru(r, 11u) * quads();
   let T = select(temp, 1.0, greedy);
   fill(r, zb, T, 0u, 1u);

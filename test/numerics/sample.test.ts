@@ -120,6 +120,24 @@ describe.each(BACKEND_VARIANTS)('sample on %s, %s variant', (backend, variant) =
     expect([...sampleRef(logits, V, rows)]).toEqual([0, 300, 5, 100]);
   });
 
+  it('plain greedy rows (no mask, no history): ties, NaN, -inf, -FLT_MAX and an odd vocabulary', async () => {
+    const ctx = await gpuFor(backend);
+    const V = 1003; // 250 quads + a 3-id tail
+    const logits = randn(6 * V, 17, 3);
+    logits.fill(0, 0, V); // row 0: all equal -> 0
+    logits[V + 1001] = logits[V + 1002] = 50; // row 1: tie in the tail -> 1001
+    logits[2 * V + 7] = Number.NaN; // row 2: NaN never wins; a tie inside one quad
+    logits[2 * V + 5] = logits[2 * V + 6] = 40;
+    logits.fill(Number.NEGATIVE_INFINITY, 3 * V, 4 * V); // row 3: nothing finite -> NO_TOKEN
+    logits.fill(-3.4028234663852886e38, 4 * V, 5 * V); // row 4: all -FLT_MAX (the kernel's NEG) -> NO_TOKEN
+    logits[4 * V + 500] = -3.4e38; // ... except one id just above it
+    logits[5 * V + 1002] = 60; // row 5: the last id
+    const rows: SampleRow[] = Array.from({ length: 6 }, () => ({ params: GREEDY, step: 0 }));
+    const got = await run(ctx, logits, V, rows, variant);
+    expect([...got]).toEqual([0, 1001, 5, NO_TOKEN, 500, 1002]);
+    expectRef(got, logits, V, rows);
+  });
+
   it('masks: only allowed ids, a single allowed id, and the no-token sentinel', async () => {
     const ctx = await gpuFor(backend);
     const V = 1000;
