@@ -6,6 +6,7 @@
  *                 [--runs 5] [--warmup 1] [--tokens 200] [--tokens-large 16]
  *                 [--slow-tokens 24] [--slow-tokens-large 4] [--slow-runs 3]
  *                 [--batch 1,4,16] [--batch-tokens 64] [--batch-runs 3] [--no-ts-cpu]
+ *                 [--serving-concurrency 1,4,16,64] [--serving-tokens 64] [--serving-runs 3]
  *                 [--timeout 1500] [--quick] [--out FILE.md]
  *
  * Modules (all by default, in this order):
@@ -22,12 +23,18 @@
  *   small and 20 large documents with the default USE-Lite embedder: documents/s, chunks/s,
  *   peak RSS, the embedder's share of the time (`--quick`: 50 small, 2 large of 4 KiB);
  * - `speculative` (bench/speculative.ts): decode tokens/s of stories260K without a draft,
- *   with itself and with its Q8_0 GGUF as the draft, per `--backends` entry.
- * All but `generate` are other engineers' modules, imported by URL and called through their
+ *   with itself and with its Q8_0 GGUF as the draft, per `--backends` entry;
+ * - `serving` (bench/serving.ts): batched serving per `--models` × `--backends` case:
+ *   aggregate tok/s at `--serving-concurrency` (default 1,4,16,64) against the same requests
+ *   run one after another, TTFT under load, KV bytes/token f32 vs q8, prefix-hit speedup.
+ *   `--serving-tokens` (default 64 on stories260K, 16 on llama20m) and `--serving-runs`
+ *   (default 3 / 1) apply to every model; `--timeout` per case (default 3600 s here).
+ * All but `generate` and `serving` are other engineers' modules, imported by URL and called through their
  * exported functions when present (skipped with a note otherwise). A module that throws
  * becomes a "failed" line in the report. `--peers none`, `--batch none` skip parts of
  * `generate`.
- * `--quick`: 3 runs, 64 / 8 new tokens, batch N = 1, 4 with 32 tokens: a smoke run.
+ * `--quick`: 3 runs, 64 / 8 new tokens, batch N = 1, 4 with 32 tokens; serving N = 1, 4 with
+ * 16 tokens, 1 round: a smoke run.
  * The report (with machine, date and load average) is printed and also written to
  * `.cache/bench/latest.md` (and `latest.json` with every raw figure).
  */
@@ -40,9 +47,10 @@ import { parseArgs } from 'node:util';
 import { benchGenerate, DEFAULTS, machineDescription, type GenerateBenchOptions, type GenerateBenchReport } from './generate.ts';
 import { markdownGenerate } from './generate_report.ts';
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
+import { benchServing, servingTable, type ServingReport } from './serving.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
-const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative'] as const;
+const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving'] as const;
 type ModuleName = (typeof MODULES)[number];
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -152,6 +160,9 @@ export async function main(argv: string[]): Promise<number> {
       batch: { type: 'string' },
       'batch-tokens': { type: 'string' },
       'batch-runs': { type: 'string' },
+      'serving-concurrency': { type: 'string' },
+      'serving-tokens': { type: 'string' },
+      'serving-runs': { type: 'string' },
       'no-ts-cpu': { type: 'boolean' },
       timeout: { type: 'string' },
       quick: { type: 'boolean' },
@@ -198,7 +209,7 @@ export async function main(argv: string[]): Promise<number> {
   const started = new Date();
   const la0 = loadavg();
   const sections: string[] = [];
-  const raw: { generate?: GenerateBenchReport } = {};
+  const raw: { generate?: GenerateBenchReport; serving?: ServingReport } = {};
   sections.push(`## Weft benchmarks — ${started.toISOString()}`);
   sections.push('');
   sections.push(`Machine: ${machineDescription()}. Load average at start: ${la0.map((x) => x.toFixed(2)).join(', ')} (1/5/15 min).`);
@@ -233,6 +244,32 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (only.includes('speculative')) {
     sections.push(await section('Speculative decoding (bench/speculative.ts)', () => runSpeculative(backends, quick, log), log));
+  }
+  if (only.includes('serving')) {
+    const each = <T,>(v: T | undefined): Partial<Record<ModelId, T>> | undefined => (v === undefined ? undefined : { stories260K: v, llama20m: v });
+    const levels = list(values['serving-concurrency'])?.map((s) => int(s, 'serving-concurrency')!);
+    const tokens = each(int(values['serving-tokens'], 'serving-tokens') ?? (quick ? 16 : undefined));
+    const runs = each(int(values['serving-runs'], 'serving-runs') ?? (quick ? 1 : undefined));
+    const timeoutSec = int(values.timeout, 'timeout');
+    sections.push(
+      await section(
+        'Batched serving (bench/serving.ts)',
+        async () => {
+          const rep = await benchServing({
+            models,
+            backends,
+            log,
+            ...(levels ? { levels } : quick ? { levels: [1, 4] } : {}),
+            ...(tokens ? { tokens } : {}),
+            ...(runs ? { runs } : {}),
+            ...(timeoutSec !== undefined ? { timeoutSec } : {}),
+          });
+          raw.serving = rep;
+          return servingTable(rep);
+        },
+        log,
+      ),
+    );
   }
   const la1 = loadavg();
   sections.push(`Finished ${new Date().toISOString()} (${((Date.now() - started.getTime()) / 60000).toFixed(1)} min); load average at end: ${la1.map((x) => x.toFixed(2)).join(', ')}.`);
