@@ -57,9 +57,11 @@ export const MEGAKERNEL_WEIGHT_SOURCES: readonly (MegakernelWeightSource | 'auto
  * (docs/kernels.md, "Decode megakernel"): Mesa 22's llvmpipe executes every storage-buffer
  * and workgroup-memory load lane by lane (~11 ns per f32 per invocation) while a texel load
  * from a read-only rgba32float storage texture takes ~4 ns, so on llvmpipe the weights come
- * from a texture (and the KV cache and activations from r32float read-write textures),
- * each invocation computes 16 columns per pass (NO = 2: every activation chunk read from
- * workgroup memory serves twice the columns) and 32 invocations keep idle SIMD blocks few.
+ * from a texture (and the KV cache and activations from r32float read-write textures). On
+ * both CPU emulators a workgroup is one 8-lane SIMD block computing 8 columns per
+ * invocation per pass: wider workgroups and 16 columns measured slower (idle blocks at every
+ * barrier, register spills; stories260K on llvmpipe, 1 / 16 sequences: 1.10 / 2.70 ms per
+ * step against 1.40 / 4.0 with 32 invocations and 16 columns).
  */
 export interface MegakernelTuning {
   weights: MegakernelWeightSource;
@@ -80,13 +82,27 @@ export function isLlvmpipe(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
   return /llvmpipe/i.test(`${info.device} ${info.name}`);
 }
 
+/** Google's SwiftShader (Dawn's Vulkan fallback, Chromium's software WebGPU). */
+export function isSwiftShader(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
+  return /swiftshader/i.test(`${info.device} ${info.name}`);
+}
+
 /** The megakernel shape for this adapter; `weights` overrides the weight source (WEFT_MEGAKERNEL_WEIGHTS). */
 export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights: MegakernelWeightSource | 'auto' = 'auto'): MegakernelTuning {
   const llvmpipe = isLlvmpipe(info);
+  const software = llvmpipe || isSwiftShader(info);
   const source = weights === 'auto' ? (llvmpipe ? 'texture' : 'buffer') : weights;
-  // With texture weights the megakernel beats the generic path at every batch size measured
-  // (stories260K on llvmpipe, 16 sequences: 6.5 vs 21 ms per step); from a buffer only up to 2.
-  return { weights: source, kv: llvmpipe ? 'texture' : 'buffer', scratch: llvmpipe ? 'texture' : 'workgroup', wg: 32, octs: 2, autoMaxSeqs: source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS };
+  // On the CPU emulators, and with texture weights anywhere, the megakernel beats the generic
+  // path at every batch size measured (16 sequences of stories260K: llvmpipe 2.7 vs 21 ms per
+  // step, SwiftShader 16.5 vs 23.7); elsewhere only up to MEGAKERNEL_AUTO_MAX_SEQS.
+  return {
+    weights: source,
+    kv: llvmpipe ? 'texture' : 'buffer',
+    scratch: llvmpipe ? 'texture' : 'workgroup',
+    wg: software ? 8 : 32,
+    octs: software ? 1 : 2,
+    autoMaxSeqs: software || source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS,
+  };
 }
 
 /** The weight source from WEFT_MEGAKERNEL_WEIGHTS (default auto); an unknown value is an error. */
@@ -99,11 +115,12 @@ export function megakernelWeightsFromEnv(): MegakernelWeightSource | 'auto' {
 /** `auto` uses the megakernel only for models whose packed f32 weights fit this (one core streams them per token). */
 export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 /**
- * `auto` with weights read from the storage buffer runs the megakernel for decode-only steps
- * of at most this many sequences. Measured on llvmpipe (stories260K, before texture weights):
+ * `auto` on a hardware adapter with weights read from the storage buffer runs the megakernel
+ * for decode-only steps of at most this many sequences. Measured on llvmpipe (stories260K, before texture weights):
  * 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences 11.5 vs 12.8; 16 sequences 28
  * vs 29 — equal work, but the generic path's many small workgroups balance over both cores,
- * so larger batches stay generic. Texture weights lift the cap (megakernelTuning); `on` uses
+ * so larger batches stayed generic. The CPU emulators' 8-invocation shape and texture weights
+ * lift the cap (megakernelTuning); `on` uses
  * the megakernel for every decode-only step.
  */
 export const MEGAKERNEL_AUTO_MAX_SEQS = 2;

@@ -1,15 +1,17 @@
 /**
  * Per-adapter choices of the decode megakernel (core/ops/decode_megakernel.ts megakernelTuning):
- * llvmpipe gets texture weights, KV and scratch and no batch cap; other adapters keep buffers
- * and the 2-sequence auto cap; WEFT_MEGAKERNEL_WEIGHTS overrides the weight source and rejects
+ * llvmpipe gets texture weights, KV and scratch; both CPU emulators get 8-invocation
+ * workgroups of 8 columns per invocation and no batch cap; hardware adapters keep buffers,
+ * 32 invocations of 16 columns and the 2-sequence auto cap; WEFT_MEGAKERNEL_WEIGHTS overrides the weight source and rejects
  * unknown values with invalid_config.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
-import { isLlvmpipe, MEGAKERNEL_AUTO_MAX_SEQS, megakernelTuning, megakernelWeightsFromEnv } from '../../core/ops/decode_megakernel.ts';
+import { isLlvmpipe, isSwiftShader, MEGAKERNEL_AUTO_MAX_SEQS, megakernelTuning, megakernelWeightsFromEnv } from '../../core/ops/decode_megakernel.ts';
 
 const LLVMPIPE = { name: 'OpenGL version OpenGL ES 3.2 Mesa 22.3.6', device: 'llvmpipe-llvm-15-0-6-256-bits-' };
 const SWIFTSHADER = { name: 'SwiftShader driver 5.0.0', device: 'SwiftShader Device (Subzero)' };
+const HARDWARE = { name: 'NVIDIA GeForce RTX 4090', device: '' };
 
 describe('megakernelTuning', () => {
   const saved = process.env.WEFT_MEGAKERNEL_WEIGHTS;
@@ -22,15 +24,27 @@ describe('megakernelTuning', () => {
     expect(isLlvmpipe(LLVMPIPE)).toBe(true);
     expect(isLlvmpipe({ name: 'llvmpipe (LLVM 15.0.6, 256 bits)', device: '' })).toBe(true);
     expect(isLlvmpipe(SWIFTSHADER)).toBe(false);
-    expect(isLlvmpipe({ name: 'NVIDIA GeForce RTX 4090', device: '' })).toBe(false);
+    expect(isLlvmpipe(HARDWARE)).toBe(false);
+    expect(isSwiftShader(SWIFTSHADER)).toBe(true);
+    expect(isSwiftShader({ name: '', device: 'SwiftShader Device (LLVM 10.0.0)' })).toBe(true);
+    expect(isSwiftShader(LLVMPIPE)).toBe(false);
+    expect(isSwiftShader(HARDWARE)).toBe(false);
   });
 
   it('puts weights, KV and activations in textures on llvmpipe, buffers elsewhere', () => {
     expect(megakernelTuning(LLVMPIPE)).toMatchObject({ weights: 'texture', kv: 'texture', scratch: 'texture', autoMaxSeqs: Infinity });
-    expect(megakernelTuning(SWIFTSHADER)).toMatchObject({ weights: 'buffer', kv: 'buffer', scratch: 'workgroup', autoMaxSeqs: MEGAKERNEL_AUTO_MAX_SEQS });
-    // An explicit weight source wins; buffer weights bring the batch cap back.
-    expect(megakernelTuning(LLVMPIPE, 'buffer')).toMatchObject({ weights: 'buffer', autoMaxSeqs: MEGAKERNEL_AUTO_MAX_SEQS });
+    expect(megakernelTuning(SWIFTSHADER)).toMatchObject({ weights: 'buffer', kv: 'buffer', scratch: 'workgroup', autoMaxSeqs: Infinity });
+    expect(megakernelTuning(HARDWARE)).toMatchObject({ weights: 'buffer', kv: 'buffer', scratch: 'workgroup', autoMaxSeqs: MEGAKERNEL_AUTO_MAX_SEQS });
+    // An explicit weight source wins; on a hardware adapter texture weights lift the batch cap.
+    expect(megakernelTuning(LLVMPIPE, 'buffer')).toMatchObject({ weights: 'buffer', kv: 'texture', autoMaxSeqs: Infinity });
     expect(megakernelTuning(SWIFTSHADER, 'texture')).toMatchObject({ weights: 'texture', kv: 'buffer', autoMaxSeqs: Infinity });
+    expect(megakernelTuning(HARDWARE, 'texture')).toMatchObject({ weights: 'texture', autoMaxSeqs: Infinity });
+  });
+
+  it('runs one 8-lane block of 8 columns per invocation on the CPU emulators, 32 x 16 elsewhere', () => {
+    expect(megakernelTuning(LLVMPIPE)).toMatchObject({ wg: 8, octs: 1 });
+    expect(megakernelTuning(SWIFTSHADER)).toMatchObject({ wg: 8, octs: 1 });
+    expect(megakernelTuning(HARDWARE)).toMatchObject({ wg: 32, octs: 2 });
   });
 
   it('reads WEFT_MEGAKERNEL_WEIGHTS and refuses unknown values', () => {
