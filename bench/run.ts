@@ -28,7 +28,7 @@
  *   aggregate tok/s at `--serving-concurrency` (default 1,4,16,64) against the same requests
  *   run one after another, TTFT under load, KV bytes/token f32 vs q8, prefix-hit speedup.
  *   `--serving-tokens` (default 64 on stories260K, 16 on llama20m) and `--serving-runs`
- *   (default 3 / 1) apply to every model; `--timeout` per case (default 3600 s here).
+ *   (default 5 / 1) apply to every model; `--timeout` per case (default 3600 s here).
  * All but `generate` and `serving` are other engineers' modules, imported by URL and called through their
  * exported functions when present (skipped with a note otherwise). A module that throws
  * becomes a "failed" line in the report. `--peers none`, `--batch none` skip parts of

@@ -61,7 +61,7 @@ export interface ServingBenchOptions {
 export const SERVING_DEFAULTS = {
   levels: [1, 4, 16, 64],
   tokens: { stories260K: 64, llama20m: 16 } as Record<ModelId, number>,
-  runs: { stories260K: 3, llama20m: 1 } as Record<ModelId, number>,
+  runs: { stories260K: 5, llama20m: 1 } as Record<ModelId, number>,
   /** Shared-prefix length of the prefix-hit test, per model (tokens, BOS included). */
   prefix: { stories260K: 200, llama20m: 128 } as Record<ModelId, number>,
   suffix: 8,
