@@ -51,7 +51,7 @@ export interface ServingBenchOptions {
   levels?: number[];
   /** New tokens per request, per model (default stories260K 64, llama20m 16). */
   tokens?: Partial<Record<ModelId, number>>;
-  /** Interleaved rounds per case, per model (default stories260K 3, llama20m 1). */
+  /** Interleaved rounds per case, per model (default stories260K 5, llama20m 1). */
   runs?: Partial<Record<ModelId, number>>;
   /** Per-case child timeout, s (default 3600). */
   timeoutSec?: number;
