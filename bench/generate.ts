@@ -21,7 +21,6 @@
  *
  * Run standalone: `npx tsx bench/generate.ts` (same flags as bench/run.ts).
  */
-import { spawn } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseDecoderConfig } from '../core/formats/hf_config.ts';
@@ -32,7 +31,8 @@ import { loadDecoder } from '../core/models/load.ts';
 import type { StepInputs } from '../core/models/step.ts';
 import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../server/fs_source.ts';
-import { ensureModel, REPO, type BenchModel, type ModelId } from './models.ts';
+import { runBenchChild } from './child.ts';
+import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 import { mean, median } from './stats.ts';
 
@@ -416,41 +416,11 @@ export const DEFAULTS = {
   timeoutSec: 1500,
 };
 
-function childArgs(spec: CaseSpec): string[] {
-  return ['--import', 'tsx', THIS_FILE, '--child', JSON.stringify(spec)];
-}
-
 async function runChild(spec: CaseSpec, timeoutSec: number, log: (s: string) => void): Promise<CaseResult> {
   const t0 = performance.now();
   const la0 = loadavg()[0]!;
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, childArgs(spec), { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
-    let out = '';
-    let errTail = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => {
-      const s = d.toString();
-      errTail = (errTail + s).slice(-4000);
-      for (const line of s.split('\n')) {
-        // Dawn/ORT chatter is noise here; keep our own progress lines.
-        if (/^  \S/.test(line)) log(line);
-      }
-    });
-    const timer = setTimeout(() => {
-      log(`  timeout after ${timeoutSec} s: killing pid ${child.pid}`);
-      child.kill('SIGKILL');
-    }, timeoutSec * 1000);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const line = out.split('\n').find((l) => l.startsWith(RESULT_TAG));
-      if (line) return resolve(JSON.parse(line.slice(RESULT_TAG.length)) as CaseResult);
-      const why = signal === 'SIGKILL' ? `timed out after ${timeoutSec} s` : `exited with ${code ?? signal}`;
-      resolve({
-        ...baseResult(spec, la0, t0),
-        error: `${why}: ${errTail.trim().split('\n').slice(-3).join(' | ')}`,
-      });
-    });
-  });
+  const r = await runBenchChild<CaseResult>(THIS_FILE, spec, RESULT_TAG, timeoutSec, log);
+  return r.ok ? r.result : { ...baseResult(spec, la0, t0), error: r.error };
 }
 
 export interface GenerateBenchReport {

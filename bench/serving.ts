@@ -36,8 +36,9 @@ import { kvBytesPerToken, loadDecoder, type LoadedDecoder } from '../core/models
 import type { KvDtype } from '../core/ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../server/fs_source.ts';
+import { runBenchChild } from './child.ts';
 import { machineDescription, PROMPT_TEXT } from './generate.ts';
-import { ensureModel, REPO, type BenchModel, type ModelId } from './models.ts';
+import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import { median } from './stats.ts';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -424,31 +425,11 @@ function baseCase(spec: CaseSpec, t0: number): ServingCase {
 // ---------------------------------------------------------------------------------------
 // Parent side
 
-function runChild(spec: CaseSpec, timeoutSec: number, log: (s: string) => void): Promise<ServingCase> {
+async function runChild(spec: CaseSpec, timeoutSec: number, log: (s: string) => void): Promise<ServingCase> {
   const t0 = performance.now();
   const la0 = loadavg();
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', THIS_FILE, '--child', JSON.stringify(spec)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
-    let out = '';
-    let errTail = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => {
-      const s = d.toString();
-      errTail = (errTail + s).slice(-4000);
-      for (const line of s.split('\n')) if (/^  \S/.test(line)) log(line); // our progress lines, not Dawn's
-    });
-    const timer = setTimeout(() => {
-      log(`  timeout after ${timeoutSec} s: killing pid ${child.pid}`);
-      child.kill('SIGKILL');
-    }, timeoutSec * 1000);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const line = out.split('\n').find((l) => l.startsWith(RESULT_TAG));
-      if (line) return resolve(JSON.parse(line.slice(RESULT_TAG.length)) as ServingCase);
-      const why = signal === 'SIGKILL' ? `timed out after ${timeoutSec} s` : `exited with ${code ?? signal}`;
-      resolve({ ...baseCase(spec, t0), loadAvgStart: la0, error: `${why}: ${errTail.trim().split('\n').slice(-3).join(' | ')}` });
-    });
-  });
+  const r = await runBenchChild<ServingCase>(THIS_FILE, spec, RESULT_TAG, timeoutSec, log);
+  return r.ok ? r.result : { ...baseCase(spec, t0), loadAvgStart: la0, error: r.error };
 }
 
 export async function benchServing(o: ServingBenchOptions = {}): Promise<ServingReport> {
