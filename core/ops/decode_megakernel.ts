@@ -139,13 +139,17 @@ export function megakernelModeFromEnv(): MegakernelMode {
 
 /**
  * Token rows (sequences) per workgroup for a step of S sequences: each loaded
- * weight serves MR rows (per-lane weight loads dominate on CPU emulation), while
- * at least two workgroups keep both of this machine's cores busy; at most 4 rows
- * (register blocking, as matmul.wgsl) and as many as fit in workgroup memory.
+ * weight serves MR rows (per-lane weight loads dominate on CPU emulation). Up to 4
+ * sequences share ONE workgroup: on both CPU emulators a second workgroup bought
+ * no parallelism at that size (stories260K, 2 / 3 / 4 sequences per step: llvmpipe
+ * 1.6 / 1.9 / 1.8 ms as two workgroups, 1.23 / 1.6 / 1.69 as one; SwiftShader
+ * 5.5 / 7.2 / 7.1 vs 3.8 / 4.5 / 5.7). Larger steps split into workgroups of at
+ * most 4 rows (register blocking, as matmul.wgsl), at least two of them, each within
+ * workgroup memory.
  */
 export function megakernelRows(cfg: Parameters<typeof megakernelSmem>[0], S: number, maxWorkgroupBytes: number): number {
   const fit = Math.floor((maxWorkgroupBytes - 16) / (megakernelSmem(cfg).vec4s * 16));
-  return Math.max(1, Math.min(4, fit, Math.ceil(S / 2)));
+  return Math.max(1, Math.min(4, fit, S <= 4 ? S : Math.ceil(S / 2)));
 }
 
 /** Query heads per attention invocation, as attention.ts picks it (largest divisor of the group <= 8). */

@@ -4,7 +4,7 @@
  * GQA ratios 1..4, odd intermediate sizes (I % 4 != 0), qkv bias (Qwen2), q/k
  * norms (Qwen3), sliding window (Mistral), llama3 rope scaling, tied and untied
  * heads, f32 and q8 KV, 1..8 sequences of different lengths per step (so 1..4
- * token rows per workgroup and a last workgroup with a padding row), contexts
+ * token rows per workgroup, one or two workgroups, and a last workgroup with a padding row), contexts
  * crossing 4-token KV blocks.
  *
  * Two LlamaModels share one packed weight buffer: `on` runs decode-only steps
@@ -45,9 +45,9 @@ const CASES: Case[] = [
     prompts: [5, 9, 3, 12],
   },
   {
-    name: 'qwen2 qkv bias, GQA 3, tied, llama3-free, 3 sequences (padding row)',
+    name: 'qwen2 qkv bias, GQA 3, tied, llama3-free, 5 sequences (3 rows per workgroup, a padding row)',
     config: { ...base, architectures: ['Qwen2ForCausalLM'], hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 6, num_key_value_heads: 2, intermediate_size: 50, vocab_size: 70, tie_word_embeddings: true, rope_theta: 1e6 },
-    prompts: [7, 2, 10],
+    prompts: [7, 2, 10, 4, 6],
     block: 16,
   },
   {
