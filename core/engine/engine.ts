@@ -121,6 +121,13 @@ export class Engine {
   readonly scheduler: Scheduler;
   private readonly active = new Map<string, Active>();
   private looping = false;
+  /**
+   * Requests submitted while an idle engine waits out its admission turn: handed to the
+   * scheduler when the turn ends, so that no one (stats, the autoscaler) counts them as
+   * queued — they are admitted at the first step unless capacity runs out.
+   */
+  private readonly admitting: SchedSeq[] = [];
+  private inAdmissionTurn = false;
   private readonly vocab: number;
   /** Draft model for speculative decoding, when attached. */
   speculator: Speculator | null = null;
@@ -192,7 +199,8 @@ export class Engine {
     if (opts.signal?.aborted) throw new CancelledError();
     opts.signal?.addEventListener('abort', () => this.cancel(id), { once: true });
     this.active.set(id, a);
-    this.scheduler.add(seq);
+    if (this.looping && !this.inAdmissionTurn) this.scheduler.add(seq);
+    else this.admitting.push(seq);
     void this.loop();
     return Object.assign(channel, { id });
   }
@@ -357,7 +365,10 @@ export class Engine {
       // An idle engine waits one event-loop turn before its first step, so requests submitted
       // together (Promise.all over generate(), a burst of HTTP requests read in one poll) are
       // prefilled in one step instead of the first alone and the rest one step later.
+      this.inAdmissionTurn = true;
       await nextTurn();
+      this.inAdmissionTurn = false;
+      for (const seq of this.admitting.splice(0)) this.scheduler.add(seq);
       while (this.scheduler.hasWork) {
         const plan = this.scheduler.schedule();
         for (const s of plan.cancelled) {

@@ -85,6 +85,18 @@ describe.each(TEST_BACKENDS)('batched engine on %s', (backend) => {
     }
   });
 
+  it('a request in its admission turn is not counted as queued (stats, the autoscaler)', async () => {
+    const { engine } = loaded;
+    const stream = engine.generate('Tim', { maxNewTokens: 2, sampling: { temperature: 0 } });
+    expect(engine.scheduler.waiting.length).toBe(0);
+    await Promise.resolve();
+    expect(engine.scheduler.waiting.length).toBe(0);
+    let ids: number[] = [];
+    for await (const ev of stream) if (ev.type === 'done') ids = ev.tokenIds;
+    expect(ids).toHaveLength(2);
+    expect(engine.scheduler.waiting.length + engine.scheduler.running.length).toBe(0);
+  });
+
   it('a request sharing a long prefix computes only its new tokens and matches a cold run', async () => {
     const { engine } = loaded;
     const shared = 'Zed the purple frog lived by a quiet pond. Every morning he sang a song to the fish, and one day,';
