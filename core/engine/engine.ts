@@ -18,7 +18,6 @@ import type { Speculator } from './speculative.ts';
 import { processedProbs, uniformStream, verifyGreedy, verifySampled, type Verdict } from './speculative_sampling.ts';
 import { bannedNgramTokens, StopMatcher } from './stops.ts';
 
-/** A constraint on the tokens a request may produce (structured output). */
 /** Resolves after the current event-loop turn: setImmediate where it exists (Node, Bun), else a MessageChannel task (browsers, Deno). */
 function nextTurn(): Promise<void> {
   const g = globalThis as { setImmediate?: (f: () => void) => unknown };
@@ -33,6 +32,7 @@ function nextTurn(): Promise<void> {
   });
 }
 
+/** A constraint on the tokens a request may produce (structured output). */
 export interface TokenConstraint {
   /** Allowed-token bitmask [ceil(V/32)] for the current state, or null for "anything". */
   mask(): Uint32Array | null;

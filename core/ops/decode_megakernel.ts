@@ -116,12 +116,12 @@ export function megakernelWeightsFromEnv(): MegakernelWeightSource | 'auto' {
 export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 /**
  * `auto` on a hardware adapter with weights read from the storage buffer runs the megakernel
- * for decode-only steps of at most this many sequences. Measured on llvmpipe (stories260K, before texture weights):
- * 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences 11.5 vs 12.8; 16 sequences 28
- * vs 29 — equal work, but the generic path's many small workgroups balance over both cores,
- * so larger batches stayed generic. The CPU emulators' 8-invocation shape and texture weights
- * lift the cap (megakernelTuning); `on` uses
- * the megakernel for every decode-only step.
+ * for decode-only steps of at most this many sequences. Measured on llvmpipe (stories260K,
+ * before texture weights): 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences 11.5
+ * vs 12.8; 16 sequences 28 vs 29 — equal work, but the generic path's many small workgroups
+ * balanced over both cores, so larger batches stayed generic. The CPU emulators'
+ * 8-invocation shape and texture weights lift the cap (megakernelTuning); `on` uses the
+ * megakernel for every decode-only step.
  */
 export const MEGAKERNEL_AUTO_MAX_SEQS = 2;
 /** Longest context: attention walks 8-key tiles, and llvmpipe stops a loop after 65,535 iterations. */
