@@ -6,6 +6,7 @@
  * chatter does not). A child that runs past `timeoutSec` is killed.
  */
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { REPO } from './models.ts';
 
 export type ChildOutcome<T> = { ok: true; result: T } | { ok: false; error: string };
@@ -33,4 +34,15 @@ export function runBenchChild<T>(file: string, spec: unknown, tag: string, timeo
       resolve({ ok: false, error: `${why}: ${errTail.trim().split('\n').slice(-3).join(' | ')}` });
     });
   });
+}
+
+/**
+ * `npx tsx bench/<module>.ts [flags]`: runs `bench/run.ts --only <module> [flags]` in a child
+ * process and exits with its code. Importing run.ts from the entry module instead would be a
+ * cycle through this module's unfinished top-level await (run.ts imports the module), which
+ * never settles (Node exits 13).
+ */
+export function runStandalone(module: string, argv: readonly string[]): void {
+  const run = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'bench', 'run.ts'), '--only', module, ...argv], { stdio: 'inherit' });
+  run.on('close', (code) => process.exit(code ?? 1));
 }

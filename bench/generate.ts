@@ -31,7 +31,7 @@ import { loadDecoder } from '../core/models/load.ts';
 import type { StepInputs } from '../core/models/step.ts';
 import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../server/fs_source.ts';
-import { runBenchChild } from './child.ts';
+import { runBenchChild, runStandalone } from './child.ts';
 import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 import { mean, median } from './stats.ts';
@@ -498,7 +498,6 @@ if (process.argv[1] === THIS_FILE) {
   if (i >= 0) {
     await childMain(process.argv[i + 1]!);
   } else {
-    const { main } = await import('./run.ts');
-    process.exitCode = await main(['--only', 'generate', ...process.argv.slice(2)]);
+    runStandalone('generate', process.argv.slice(2));
   }
 }

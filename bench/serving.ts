@@ -29,7 +29,6 @@
  *
  * Run standalone: `npx tsx bench/serving.ts [run.ts flags]` (runs `bench/run.ts --only serving`).
  */
-import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseDecoderConfig } from '../core/formats/hf_config.ts';
@@ -38,7 +37,7 @@ import { kvBytesPerToken, loadDecoder, type LoadedDecoder } from '../core/models
 import type { KvDtype } from '../core/ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../server/fs_source.ts';
-import { runBenchChild } from './child.ts';
+import { runBenchChild, runStandalone } from './child.ts';
 import { machineDescription, PROMPT_TEXT } from './generate.ts';
 import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import { median } from './stats.ts';
@@ -547,9 +546,6 @@ if (process.argv[1] === THIS_FILE) {
   if (i >= 0) {
     await childMain(process.argv[i + 1]!);
   } else {
-    // run.ts in a process of its own: importing it here would be a cycle through this
-    // module's unfinished top-level await (run.ts imports serving.ts), which never settles.
-    const run = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./run.ts', import.meta.url)), '--only', 'serving', ...process.argv.slice(2)], { stdio: 'inherit' });
-    run.on('close', (code) => process.exit(code ?? 1));
+    runStandalone('serving', process.argv.slice(2));
   }
 }
