@@ -1,7 +1,7 @@
 /**
  * Bundles shaders/*.wgsl into core/gpu/shader_sources.gen.ts so that the same
  * sources load in the browser build, Node and Deno with no file system or
- * bundler plugin. Run by `npm run gen:shaders` (and before tests); a test
+ * bundler plugin. Run by `npm run gen:shaders`; test/gpu/shader_sources.test.ts
  * fails if the committed file is stale.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -43,7 +43,7 @@ export function keyString(k: PipelineKey): string {
 export function renderSource(k: PipelineKey): string {
   const src = SHADERS[k.shader];
   if (src === undefined) throw new ShaderCompileError(k.shader, 'no such shader in shaders/');
-  const body = preprocess(src, k.defines ?? {});
+  const body = preprocess(src, k.defines ?? {}, (name) => SHADERS[name]);
   // `enable` directives must precede all declarations, so hoist them.
   const lines = body.split('\n');
   const enables = lines.filter((l) => /^\s*enable\s/.test(l));

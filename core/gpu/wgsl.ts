@@ -3,7 +3,11 @@
  *
  * Directives, one per line: `#if EXPR`, `#elif EXPR`, `#else`, `#endif`, where
  * EXPR is `NAME`, `!NAME`, `NAME == VALUE`, `NAME != VALUE`, joined by `&&` or
- * `||` (no parentheses; `&&` binds tighter). `{{NAME}}` anywhere in a line is
+ * `||` (no parentheses; `&&` binds tighter), and `#include NAME`, which inserts the
+ * shader file NAME (shaders/NAME.wgsl; by convention a `_`-prefixed part of a larger
+ * kernel, never compiled alone) preprocessed with the same defines — WGSL has no
+ * imports, and kernels that share helpers or are too long for one file use it.
+ * `{{NAME}}` anywhere in a line is
  * replaced by the define's value (used for types like `f32`/`f16` and for
  * workgroup sizes). Numeric tuning should prefer WGSL `override` constants;
  * this exists for what overrides cannot vary: types, `enable` lines, bodies.
@@ -30,8 +34,15 @@ export function evalCondition(expr: string, defs: Defines): boolean {
   return expr.split('||').some((conj) => conj.split('&&').every((atom) => evalAtom(atom, defs)));
 }
 
-/** Expands directives and `{{NAME}}` placeholders; throws on unbalanced or misordered blocks and unknown placeholders. */
-export function preprocess(source: string, defs: Defines): string {
+/** Source of an `#include`d file by name, or undefined when there is none. */
+export type IncludeResolver = (name: string) => string | undefined;
+
+/**
+ * Expands directives and `{{NAME}}` placeholders; throws on unbalanced or misordered blocks,
+ * unknown placeholders, and includes that are unknown, lack a resolver or nest more than
+ * 8 deep (a cycle).
+ */
+export function preprocess(source: string, defs: Defines, include?: IncludeResolver, depth = 0): string {
   // Stack of frames: active = this branch emits; taken = some branch of this #if already emitted.
   const stack: { active: boolean; taken: boolean; parent: boolean; sawElse: boolean }[] = [];
   const active = (): boolean => (stack.length ? stack[stack.length - 1]!.active : true);
@@ -62,6 +73,15 @@ export function preprocess(source: string, defs: Defines): string {
       continue;
     }
     if (!active()) continue;
+    const inc = /^#include\s+(\w+)$/.exec(t);
+    if (inc) {
+      const name = inc[1]!;
+      const src = include?.(name);
+      if (src === undefined) throw new Error(`wgsl preprocessor: cannot #include ${name}`);
+      if (depth >= 8) throw new Error(`wgsl preprocessor: #include ${name} nests more than 8 deep`);
+      out.push(preprocess(src, defs, include, depth + 1));
+      continue;
+    }
     out.push(
       line.replace(/\{\{(\w+)\}\}/g, (_, name: string) => {
         const v = defs[name];

@@ -177,6 +177,18 @@ describe('WGSL preprocessor', () => {
     expect(() => preprocess('x = {{MISSING}};', {})).toThrow(/undefined placeholder \{\{MISSING\}\}/);
   });
 
+  it('inserts #include NAME preprocessed with the same defines, only in active branches', () => {
+    const files: Record<string, string> = { _part: '#if A\na{{N}}\n#else\nnot-a\n#endif\n#include _inner', _inner: 'inner{{N}}', _loop: '#include _loop' };
+    const inc = (n: string): string | undefined => files[n];
+    expect(preprocess('x\n#include _part\ny', { A: 1, N: 7 }, inc)).toBe('x\na7\ninner7\ny');
+    expect(preprocess('#if B\n#include _missing\n#endif\nok', {}, inc)).toBe('ok');
+    expect(() => preprocess('#include _missing', {}, inc)).toThrow(/cannot #include _missing/);
+    expect(() => preprocess('#include _part', { N: 1 })).toThrow(/cannot #include _part/);
+    expect(() => preprocess('#include _loop', {}, inc)).toThrow(/nests more than 8 deep/);
+    // An unbalanced #if inside an included file is that file's error, not the includer's.
+    expect(() => preprocess('#if A\n#include _open\n#endif', { A: 1 }, (n) => (n === '_open' ? '#if A\nx' : undefined))).toThrow(/unterminated #if/);
+  });
+
   it('rejects unbalanced and misordered blocks', () => {
     expect(() => preprocess('#if A\nx', { A: 1 })).toThrow(/unterminated #if/);
     expect(() => preprocess('x\n#endif', {})).toThrow(/#endif without #if/);

@@ -1,0 +1,172 @@
+// Part of decode_megakernel.wgsl (#include _megakernel_attention): paged GQA attention of one
+// token row; uses the main file's bindings, ld4/st4 and the KV load helpers.
+// ---- attention (attention.wgsl, cpu variant) ----
+
+#if Q8
+fn codes(w: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
+fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd / 4u]); }
+fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd / 4u]); }
+#elif KV_TEX
+fn ldK(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
+}
+fn ldV(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
+}
+#else
+fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
+#endif
+
+fn firstPos(pos: u32) -> u32 {
+  if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
+  return 0u;
+}
+
+// Cache row (first vec4 / word) of key position j, kv head kvh (bt: block-table start in inp).
+fn kvRow(bt: u32, j: u32, kvh: u32, kvOff: u32) -> u32 {
+  let slot = inp[bt + j / p.blockSize] * p.blockSize + j % p.blockSize;
+  return kvOff + (slot * p.nKv + kvh) * p.kvStride;
+}
+
+// Cache rows of positions j .. j + 7 (clamped to pos). With blocks of >= 8 slots the 8
+// positions span at most two blocks: two block-table reads instead of eight.
+struct Rows8 {
+  a: vec4<u32>,
+  b: vec4<u32>,
+}
+
+fn kvRows8(bt: u32, j: u32, pos: u32, kvh: u32, kvOff: u32) -> Rows8 {
+  let ja = min(vec4<u32>(j) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(pos));
+  let jb = min(vec4<u32>(j) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(pos));
+  let bs = p.blockSize;
+#if BLOCK8
+  let j0 = j / bs;
+  let blk0 = inp[bt + j0];
+  let blk1 = inp[bt + jb.w / bs];
+  let ba = select(vec4<u32>(blk1), vec4<u32>(blk0), ja / bs == vec4<u32>(j0));
+  let bb = select(vec4<u32>(blk1), vec4<u32>(blk0), jb / bs == vec4<u32>(j0));
+#else
+  let ba = vec4<u32>(inp[bt + ja.x / bs], inp[bt + ja.y / bs], inp[bt + ja.z / bs], inp[bt + ja.w / bs]);
+  let bb = vec4<u32>(inp[bt + jb.x / bs], inp[bt + jb.y / bs], inp[bt + jb.z / bs], inp[bt + jb.w / bs]);
+#endif
+  let sa = ba * bs + ja % bs;
+  let sb = bb * bs + jb % bs;
+  return Rows8(vec4<u32>(kvOff) + (sa * p.nKv + kvh) * p.kvStride, vec4<u32>(kvOff) + (sb * p.nKv + kvh) * p.kvStride);
+}
+
+// Invocation `id` = (kv head, chunk of GC query heads): q from region B, output into region H.
+// q, the running max / sum and the output accumulators of the GC heads live in private arrays
+// indexed by compile-time loop bounds (GC, HD4), which the shader compilers unroll into
+// registers: workgroup-memory traffic per key tile is what this loop would otherwise pay for.
+fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
+  let chunks = p.group / GC;
+  let kvh = id / chunks;
+  let h0 = kvh * p.group + (id % chunks) * GC;
+  let qBase = 4u * (r * PS + p.oB) + h0 * p.hd;  // q of head h0 + g at qBase + g * hd (float index)
+  let oBase = 4u * (r * PS + p.oH) + h0 * p.hd;  // out of head h0 + g at oBase + g * hd
+  var q: array<vec4<f32>, GC * HD4>;
+  var o: array<vec4<f32>, GC * HD4>;
+  var m: array<f32, GC>;
+  var l: array<f32, GC>;
+  var sa: array<vec4<f32>, GC>;
+  var sb: array<vec4<f32>, GC>;
+  var cf: array<f32, GC>;
+  for (var g = 0u; g < GC; g++) {
+    m[g] = NEG;
+    l[g] = 0.0;
+    for (var d = 0u; d < HD4; d++) {
+      q[g * HD4 + d] = ld4(qBase + g * p.hd + 4u * d);
+      o[g * HD4 + d] = vec4<f32>(0.0);
+    }
+  }
+  for (var j = firstPos(pos); j <= pos; j += 8u) {
+    let rows = kvRows8(bt, j, pos, kvh, kvOff);
+    let r0 = rows.a.x;
+    let r1 = rows.a.y;
+    let r2 = rows.a.z;
+    let r3 = rows.a.w;
+    let r4 = rows.b.x;
+    let r5 = rows.b.y;
+    let r6 = rows.b.z;
+    let r7 = rows.b.w;
+    for (var g = 0u; g < GC; g++) {
+      sa[g] = vec4<f32>(0.0);
+      sb[g] = vec4<f32>(0.0);
+    }
+    for (var d = 0u; d < HD4; d++) {
+      let k0 = ldK(r0, d);
+      let k1 = ldK(r1, d);
+      let k2 = ldK(r2, d);
+      let k3 = ldK(r3, d);
+      let k4 = ldK(r4, d);
+      let k5 = ldK(r5, d);
+      let k6 = ldK(r6, d);
+      let k7 = ldK(r7, d);
+      for (var g = 0u; g < GC; g++) {
+        let qd = q[g * HD4 + d];
+        sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
+        sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
+      }
+    }
+#if Q8
+    let qa = p.qScale * vec4<f32>(scK(r0), scK(r1), scK(r2), scK(r3));
+    let qb = p.qScale * vec4<f32>(scK(r4), scK(r5), scK(r6), scK(r7));
+    let sva = vec4<f32>(scV(r0), scV(r1), scV(r2), scV(r3));
+    let svb = vec4<f32>(scV(r4), scV(r5), scV(r6), scV(r7));
+#else
+    let qa = vec4<f32>(p.qScale);
+    let qb = qa;
+#endif
+    let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
+    let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
+    for (var g = 0u; g < GC; g++) {
+      let xa = select(vec4<f32>(NEG), sa[g] * qa, va);
+      let xb = select(vec4<f32>(NEG), sb[g] * qb, vb);
+      let mx = max(xa, xb);
+      let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
+      let corr = exp(m[g] - mt);
+      let wa = exp(xa - mt);
+      let wb = exp(xb - mt);
+      let wsum = wa + wb;
+      l[g] = l[g] * corr + (wsum.x + wsum.y + wsum.z + wsum.w);
+      m[g] = mt;
+      cf[g] = corr;
+#if Q8
+      sa[g] = wa * sva;
+      sb[g] = wb * svb;
+#else
+      sa[g] = wa;
+      sb[g] = wb;
+#endif
+    }
+    for (var d = 0u; d < HD4; d++) {
+      let v0 = ldV(r0, d);
+      let v1 = ldV(r1, d);
+      let v2 = ldV(r2, d);
+      let v3 = ldV(r3, d);
+      let v4 = ldV(r4, d);
+      let v5 = ldV(r5, d);
+      let v6 = ldV(r6, d);
+      let v7 = ldV(r7, d);
+      for (var g = 0u; g < GC; g++) {
+        let wa = sa[g];
+        let wb = sb[g];
+        let i = g * HD4 + d;
+        o[i] = o[i] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
+      }
+    }
+  }
+  for (var g = 0u; g < GC; g++) {
+    let inv = 1.0 / l[g];
+    for (var d = 0u; d < HD4; d++) {
+      st4(oBase + g * p.hd + 4u * d, o[g * HD4 + d] * inv);
+    }
+  }
+}

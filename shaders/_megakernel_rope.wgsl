@@ -1,0 +1,121 @@
+// Part of decode_megakernel.wgsl (#include _megakernel_rope): rope (+ q/k norms) and the KV
+// store of this position; uses the main file's bindings, ld4/st4 and kvAt.
+// ---- rope (rope.wgsl, KV=1, cpu variant) on the qkv rows in region B ----
+
+// (sin a, cos a): rope.wgsl's sincos, verbatim.
+fn sincos(a: f32) -> vec2<f32> {
+  let k = round(a * 0.6366197723675814);
+  let r = ((a - k * 1.5703125) - k * 4.84466552734375e-4) + k * 6.397578431460715e-7;
+  let z = r * r;
+  let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+  let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+  let q = u32(i32(k)) & 3u;
+  let odd = (q & 1u) == 1u;
+  let sn = select(s, c, odd);
+  let cs = select(c, s, odd);
+  return vec2<f32>(select(sn, -sn, (q & 2u) != 0u), select(cs, -cs, ((q + 1u) & 2u) != 0u));
+}
+
+// Norm multiplier for element d of a head: inv * weight (1 without QK_NORM).
+fn nmul(isQ: bool, d: u32, inv: f32, lb: u32) -> f32 {
+#if QK_NORM
+  if (isQ) { return inv * ws(lb + p.lQn + d); }
+  return inv * ws(lb + p.lKn + d);
+#else
+  return 1.0;
+#endif
+}
+
+fn rotate(base: u32, i: u32, pos: f32, isQ: bool, inv: f32, lb: u32) {
+  let sc = sincos(pos * invFreq[i]);
+  let c = sc.y;
+  let s = sc.x;
+  let i0 = i;
+  let i1 = i + p.hd / 2u;
+  let x0 = smGet(base + i0) * nmul(isQ, i0, inv, lb);
+  let x1 = smGet(base + i1) * nmul(isQ, i1, inv, lb);
+  smSet(base + i0, x0 * c - x1 * s);
+  smSet(base + i1, x1 * c + x0 * s);
+}
+
+#if Q8
+fn pack8(x: vec4<f32>, inv: f32) -> u32 {
+  let q = clamp(vec4<i32>(round(x * inv)), vec4<i32>(-127), vec4<i32>(127));
+  let b = bitcast<vec4<u32>>(q) & vec4<u32>(0xffu);
+  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+}
+#endif
+
+#if KV_TEX
+// Texel of vec4 d of the cache row at vec4 index r (layer offset included).
+fn kvAt(r: u32, d: u32) -> vec2<u32> {
+  let f = 4u * (r + d);
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+#endif
+
+// Stores kv head kvh's rotated k (sm at kb) and its v (sm at vb) at `slot` of layer cache
+// offset kvOff (vec4s for f32, words for q8), as rope.wgsl's storeRow.
+fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
+  if (slot == 0xffffffffu) { return; }
+  let hd4 = p.hd / 4u;
+#if Q8
+  var mk = vec4<f32>(0.0);
+  var mv = vec4<f32>(0.0);
+  for (var d = 0u; d < hd4; d++) {
+    mk = max(mk, abs(ld4(kb + 4u * d)));
+    mv = max(mv, abs(ld4(vb + 4u * d)));
+  }
+  let sc = vec2<f32>(max(max(mk.x, mk.y), max(mk.z, mk.w)), max(max(mv.x, mv.y), max(mv.z, mv.w))) * INV127;
+  let dst = kvOff + (slot * p.nKv + kvh) * (hd4 + 1u);
+  let ik = select(0.0, 1.0 / sc.x, sc.x > 0.0);
+  let iv = select(0.0, 1.0 / sc.y, sc.y > 0.0);
+  for (var d = 0u; d < hd4; d++) {
+    cacheK[dst + d] = pack8(ld4(kb + 4u * d), ik);
+    cacheV[dst + d] = pack8(ld4(vb + 4u * d), iv);
+  }
+  cacheK[dst + hd4] = bitcast<u32>(sc.x);
+  cacheV[dst + hd4] = bitcast<u32>(sc.y);
+#elif KV_TEX
+  let dst = kvOff + (slot * p.nKv + kvh) * hd4;
+  for (var d = 0u; d < hd4; d++) {
+    let c = kvAt(dst, d);
+    let k = ld4(kb + 4u * d);
+    let v = ld4(vb + 4u * d);
+    for (var i = 0u; i < 4u; i++) {
+      textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
+      textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
+    }
+  }
+#else
+  let dst = kvOff + (slot * p.nKv + kvh) * hd4;
+  for (var d = 0u; d < hd4; d++) {
+    cacheK[dst + d] = ld4(kb + 4u * d);
+    cacheV[dst + d] = ld4(vb + 4u * d);
+  }
+#endif
+}
+
+// Head h (q heads, then k heads) of this token: q/k norm, rotation; k heads also stored.
+fn ropeHead(r: u32, h: u32, posu: u32, slot: u32, lb: u32, kvOff: u32) {
+  let isQ = h < p.nH;
+  let rb = 4u * (r * PS + p.oB);  // row r's qkv, float index
+  let base = rb + h * p.hd;
+  let pos = f32(posu);
+  var inv = 1.0;
+#if QK_NORM
+  var s = 0.0;
+  for (var d = 0u; d < p.hd; d++) {
+    let v = smGet(base + d);
+    s += v * v;
+  }
+  inv = inverseSqrt(s / f32(p.hd) + p.eps);
+#endif
+  for (var i = 0u; i < p.hd / 2u; i++) {
+    rotate(base, i, pos, isQ, inv, lb);
+  }
+  if (!isQ) {
+    let kvh = h - p.nH;
+    storeKv(slot, kvh, base, rb + (p.nH + p.nKv + kvh) * p.hd, kvOff);
+  }
+}
