@@ -11,14 +11,7 @@ fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
 fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd / 4u]); }
 fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd / 4u]); }
 #elif KV_TEX
-fn ldK(r: u32, d: u32) -> vec4<f32> {
-  let c = kvAt(r, d);
-  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
-}
-fn ldV(r: u32, d: u32) -> vec4<f32> {
-  let c = kvAt(r, d);
-  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
-}
+// ldK / ldV: _kv_texture, included by the main file.
 #else
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }

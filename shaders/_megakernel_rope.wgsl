@@ -1,5 +1,5 @@
 // Part of decode_megakernel.wgsl (#include _megakernel_rope): rope (+ q/k norms) and the KV
-// store of this position; uses the main file's bindings, ld4/st4 and kvAt.
+// store of this position; uses the main file's bindings, ld4/st4 and _kv_texture.
 // ---- rope (rope.wgsl, KV=1, cpu variant) on the qkv rows in region B ----
 
 // (sin a, cos a): rope.wgsl's sincos, verbatim.
@@ -46,13 +46,6 @@ fn pack8(x: vec4<f32>, inv: f32) -> u32 {
 }
 #endif
 
-#if KV_TEX
-// Texel of vec4 d of the cache row at vec4 index r (layer offset included).
-fn kvAt(r: u32, d: u32) -> vec2<u32> {
-  let f = 4u * (r + d);
-  return vec2<u32>(f & 4095u, f >> 12u);
-}
-#endif
 
 // Stores kv head kvh's rotated k (sm at kb) and its v (sm at vb) at `slot` of layer cache
 // offset kvOff (vec4s for f32, words for q8), as rope.wgsl's storeRow.
@@ -78,15 +71,7 @@ fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
   cacheV[dst + hd4] = bitcast<u32>(sc.y);
 #elif KV_TEX
   let dst = kvOff + (slot * p.nKv + kvh) * hd4;
-  for (var d = 0u; d < hd4; d++) {
-    let c = kvAt(dst, d);
-    let k = ld4(kb + 4u * d);
-    let v = ld4(vb + 4u * d);
-    for (var i = 0u; i < 4u; i++) {
-      textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
-      textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
-    }
-  }
+  for (var d = 0u; d < hd4; d++) { stKV(dst, d, ld4(kb + 4u * d), ld4(vb + 4u * d)); }
 #else
   let dst = kvOff + (slot * p.nKv + kvh) * hd4;
   for (var d = 0u; d < hd4; d++) {

@@ -66,19 +66,9 @@ fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
 fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd4]); }
 fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd4]); }
 #elif KV_TEX
-// vec4 d of cache row r (vec4 index within the layer, whose region starts at vec4 p.kvBase4).
-fn kvAt(r: u32, d: u32) -> vec2<u32> {
-  let f = 4u * (p.kvBase4 + r + d);
-  return vec2<u32>(f & 4095u, f >> 12u);
-}
-fn ldK(r: u32, d: u32) -> vec4<f32> {
-  let c = kvAt(r, d);
-  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
-}
-fn ldV(r: u32, d: u32) -> vec4<f32> {
-  let c = kvAt(r, d);
-  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
-}
+// Cache rows r are vec4 indices within the layer, whose region starts at vec4 p.kvBase4.
+fn kvBase4() -> u32 { return p.kvBase4; }
+#include _kv_texture
 #else
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }

@@ -47,6 +47,12 @@
 #endif
 @group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
 
+#if KV_TEX
+// Cache row indices carry the layer offset (kvOff), so the region starts at vec4 0.
+fn kvBase4() -> u32 { return 0u; }
+#include _kv_texture
+#endif
+
 // The SYNC placeholder ends a phase: workgroupBarrier(), preceded by textureBarrier() with SCRATCH_TEX (the
 // activations are texels then). Written inline, not as a helper: llvmpipe mishandles barriers in
 // helper functions.

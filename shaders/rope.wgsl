@@ -33,6 +33,11 @@
 @group(0) @binding(5) var<storage, read_write> cacheK: array<vec4<f32>>;  // [numSlots, nKv, headDim/4] vec4<f32>
 @group(0) @binding(6) var<storage, read_write> cacheV: array<vec4<f32>>;  // [numSlots, nKv, headDim/4] vec4<f32>
 #endif
+#if KV_TEX
+// Cache rows are vec4 indices within the layer, whose region starts at vec4 p.kvBase4.
+fn kvBase4() -> u32 { return p.kvBase4; }
+#include _kv_texture
+#endif
 #if QK_NORM
 @group(0) @binding(7) var<storage, read> qNormW: array<f32>;     // [headDim] f32
 @group(0) @binding(8) var<storage, read> kNormW: array<f32>;     // [headDim] f32
@@ -151,14 +156,7 @@ fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32) {
   let dst = (slot * (p.heads - p.qHeads) + kvh) * hd4;
   for (var d = start; d < hd4; d += step) {
 #if KV_TEX
-    let f = 4u * (p.kvBase4 + dst + d);
-    let c = vec2<u32>(f & 4095u, f >> 12u);
-    let k = ld4(kb + 4u * d);
-    let v = ld4(vb + 4u * d);
-    for (var i = 0u; i < 4u; i++) {
-      textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
-      textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
-    }
+    stKV(dst, d, ld4(kb + 4u * d), ld4(vb + 4u * d));
 #else
     cacheK[dst + d] = ld4(kb + 4u * d);
     cacheV[dst + d] = ld4(vb + 4u * d);

@@ -1,0 +1,26 @@
+// Part of attention.wgsl, rope.wgsl and decode_megakernel.wgsl (#include _kv_texture): access to
+// an f32 KV cache held in r32float textures `cacheK` / `cacheV` (core/ops/kv_write.ts
+// KvTexture), float f at texel (f % 4096, f / 4096). The includer defines kvBase4(): the vec4
+// index where the addressed region starts (a layer's region, or 0 when rows carry it).
+
+// Texel of vec4 d of the cache row at vec4 index r.
+fn kvAt(r: u32, d: u32) -> vec2<u32> {
+  let f = 4u * (kvBase4() + r + d);
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+fn ldK(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheK, c).x, textureLoad(cacheK, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheK, c + vec2<u32>(3u, 0u)).x);
+}
+fn ldV(r: u32, d: u32) -> vec4<f32> {
+  let c = kvAt(r, d);
+  return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
+}
+// Stores k and v as vec4 d of the K and V rows at vec4 index r.
+fn stKV(r: u32, d: u32, k: vec4<f32>, v: vec4<f32>) {
+  let c = kvAt(r, d);
+  for (var i = 0u; i < 4u; i++) {
+    textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
+    textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
+  }
+}
