@@ -2,19 +2,7 @@
 // store of this position; uses the main file's bindings, ld4/st4 and _kv_texture.
 // ---- rope (rope.wgsl, KV=1, cpu variant) on the qkv rows in region B ----
 
-// (sin a, cos a): rope.wgsl's sincos, verbatim.
-fn sincos(a: f32) -> vec2<f32> {
-  let k = round(a * 0.6366197723675814);
-  let r = ((a - k * 1.5703125) - k * 4.84466552734375e-4) + k * 6.397578431460715e-7;
-  let z = r * r;
-  let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
-  let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
-  let q = u32(i32(k)) & 3u;
-  let odd = (q & 1u) == 1u;
-  let sn = select(s, c, odd);
-  let cs = select(c, s, odd);
-  return vec2<f32>(select(sn, -sn, (q & 2u) != 0u), select(cs, -cs, ((q + 1u) & 2u) != 0u));
-}
+#include _sincos
 
 // Norm multiplier for element d of a head: inv * weight (1 without QK_NORM).
 fn nmul(isQ: bool, d: u32, inv: f32, lb: u32) -> f32 {
