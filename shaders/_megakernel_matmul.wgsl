@@ -11,26 +11,8 @@ struct Oct {
   b: mat4x4<f32>,  // b[i] = row i, columns n0+4..n0+7
 }
 
-// a + Σ_k xk[k] · wt[k]  (matmul.wgsl fma4).
-fn fma4(a: vec4<f32>, xk: vec4<f32>, wt: mat4x4<f32>) -> vec4<f32> {
-  return fma(vec4<f32>(xk.w), wt[3], fma(vec4<f32>(xk.z), wt[2], fma(vec4<f32>(xk.y), wt[1], fma(vec4<f32>(xk.x), wt[0], a))));
-}
-
-// acc[i] += X[i] · wt for the MR rows (matmul.wgsl step).
-fn mstep(acc: mat4x4<f32>, wt: mat4x4<f32>, X: mat4x4<f32>) -> mat4x4<f32> {
-  var r = acc;
-  r[0] = fma4(r[0], X[0], wt);
-#if MR == 2 || MR == 3 || MR == 4
-  r[1] = fma4(r[1], X[1], wt);
-#endif
-#if MR == 3 || MR == 4
-  r[2] = fma4(r[2], X[2], wt);
-#endif
-#if MR == 4
-  r[3] = fma4(r[3], X[3], wt);
-#endif
-  return r;
-}
+// fma4, step: matmul.wgsl's, shared.
+#include _mr_step
 
 // x chunk c of the MR rows (region offset xo within each row) as matrix columns.
 fn xload(xo: u32, c: u32) -> mat4x4<f32> {
@@ -90,17 +72,17 @@ fn octDot(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Octs {
 #endif
   for (var c = 0u; c < k4; c++) {
     let X = xload(xo, c);
-    a0 = mstep(a0, wquad(r0, c), X);
-    b0 = mstep(b0, wquad(r1, c), X);
+    a0 = step(a0, wquad(r0, c), X);
+    b0 = step(b0, wquad(r1, c), X);
 #if NO == 2 || NO == 4
-    a1 = mstep(a1, wquad(r2, c), X);
-    b1 = mstep(b1, wquad(r3, c), X);
+    a1 = step(a1, wquad(r2, c), X);
+    b1 = step(b1, wquad(r3, c), X);
 #endif
 #if NO == 4
-    a2 = mstep(a2, wquad(r4, c), X);
-    b2 = mstep(b2, wquad(r5, c), X);
-    a3 = mstep(a3, wquad(r6, c), X);
-    b3 = mstep(b3, wquad(r7, c), X);
+    a2 = step(a2, wquad(r4, c), X);
+    b2 = step(b2, wquad(r5, c), X);
+    a3 = step(a3, wquad(r6, c), X);
+    b3 = step(b3, wquad(r7, c), X);
 #endif
   }
   var r: Octs;
@@ -137,8 +119,8 @@ fn octDotS(xo: u32, wo: u32, K: u32, n0: u32, N: u32) -> Oct {
   var acd = mat4x4<f32>();
   for (var c = 0u; c < (K + 3u) / 4u; c++) {
     let X = xload(xo, c);
-    acc = mstep(acc, transpose(mat4x4<f32>(wS(ba.x, c, K), wS(ba.y, c, K), wS(ba.z, c, K), wS(ba.w, c, K))), X);
-    acd = mstep(acd, transpose(mat4x4<f32>(wS(bb.x, c, K), wS(bb.y, c, K), wS(bb.z, c, K), wS(bb.w, c, K))), X);
+    acc = step(acc, transpose(mat4x4<f32>(wS(ba.x, c, K), wS(ba.y, c, K), wS(ba.z, c, K), wS(ba.w, c, K))), X);
+    acd = step(acd, transpose(mat4x4<f32>(wS(bb.x, c, K), wS(bb.y, c, K), wS(bb.z, c, K), wS(bb.w, c, K))), X);
   }
   return Oct(acc, acd);
 }
