@@ -44,7 +44,7 @@ import { median } from './stats.ts';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const RESULT_TAG = '@@SERVING_RESULT ';
-const BLOCK = 16; // loadDecoder's default KV block size (tokens)
+const BLOCK = 16; // KV block size (tokens), passed to loadDecoder: pool sizes and the expected cached prefix use it
 
 export interface ServingBenchOptions {
   models?: ModelId[];
@@ -233,7 +233,7 @@ async function runCase(spec: CaseSpec, out: Partial<ServingCase>): Promise<void>
   const info = ctx.gpu.info;
   out.runtime = `Dawn ${info.backend}: ${info.name} (${info.featureLevel}), variant ${ctx.variant}`;
   const load = (dtype: KvDtype, prefixCaching: boolean, maxSeqs: number, seqTokens: number): Promise<LoadedDecoder> =>
-    loadDecoder(ctx, ms, { maxSeqs, prefixCaching, kvCacheDtype: dtype, kvCacheBytes: poolBytes(maxSeqs, seqTokens, kvBytesPerToken(cfg, dtype)) });
+    loadDecoder(ctx, ms, { maxSeqs, prefixCaching, kvCacheDtype: dtype, blockSize: BLOCK, kvCacheBytes: poolBytes(maxSeqs, seqTokens, kvBytesPerToken(cfg, dtype)) });
 
   try {
     // --- 1 + 2: sequential baseline and concurrent levels, f32 KV -------------------------
