@@ -45,8 +45,8 @@ import { kvRowWords, type KvDtype } from './kv_write.ts';
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
 
-/** Invocations per workgroup (one workgroup per MR sequences); adapters may tune it down (megakernelTuning). */
-export const MEGAKERNEL_WG = 64;
+/** The largest workgroup (invocations) megakernelTuning picks: 32 on hardware adapters, 8 on the CPU emulators. */
+export const MEGAKERNEL_MAX_WG = 32;
 
 /** Where the megakernel reads the packed weights from: the storage buffer or an rgba32float texture copy. */
 export type MegakernelWeightSource = 'buffer' | 'texture';
@@ -99,7 +99,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
     weights: source,
     kv: llvmpipe ? 'texture' : 'buffer',
     scratch: llvmpipe ? 'texture' : 'workgroup',
-    wg: software ? 8 : 32,
+    wg: software ? 8 : MEGAKERNEL_MAX_WG,
     octs: software ? 1 : 2,
     autoMaxSeqs: software || source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS,
   };
@@ -203,7 +203,7 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
   const smem = megakernelSmem(cfg).vec4s * 16 + 16; // one token row
 
   if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;
-  if (MEGAKERNEL_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
+  if (MEGAKERNEL_MAX_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
   if (o.maxContext > MEGAKERNEL_MAX_CONTEXT) return `context ${o.maxContext} > ${MEGAKERNEL_MAX_CONTEXT}`;
   if (o.kvDtype !== 'f32' && o.kvDtype !== 'q8') return `KV dtype ${String(o.kvDtype)}`;
   return null;
