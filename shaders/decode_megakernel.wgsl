@@ -19,7 +19,8 @@
 //
 // Defines: WG workgroup size; SM floats of workgroup memory; GC query heads per attention
 // invocation (as attention.ts picks it); BIAS qkv bias; QK_NORM Qwen3 q/k RMSNorm;
-// Q8 8-bit KV rows (layouts in core/ops/kv_write.ts); VEC_I intermediate % 4 == 0.
+// Q8 8-bit KV rows (layouts in core/ops/kv_write.ts); VEC_I intermediate % 4 == 0; ARGMAX the
+// greedy id of every row into `ids` instead of its logits (the sampler's dispatch saved).
 // Weight offsets (Params w*/l*) are in f32 elements of the packed weight buffer, multiples of
 // 64 (256-byte aligned), so rows of K % 4 == 0 matrices are vec4-aligned.
 
@@ -45,7 +46,11 @@
 @group(0) @binding(4) var<storage, read_write> cacheK: array<vec4<f32>>;  // [layers][numSlots, nKv, headDim/4]
 @group(0) @binding(5) var<storage, read_write> cacheV: array<vec4<f32>>;  // [layers][numSlots, nKv, headDim/4]
 #endif
+#if ARGMAX
+@group(0) @binding(6) var<storage, read_write> ids: array<u32>;       // [seqs] greedy ids, sample.wgsl argmax_plain's rules
+#else
 @group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
+#endif
 
 #if KV_TEX
 // Cache row indices carry the layer offset (kvOff), so the region starts at vec4 0.
@@ -81,6 +86,13 @@ var<private> wbase: u32;  // this workgroup's first float
 var<workgroup> sm: array<vec4<f32>, {{SM}}>;  // MR row regions of PS vec4s
 #endif
 var<workgroup> red: array<f32, 4>;  // per row: RMSNorm 1/rms
+#if ARGMAX
+// Per (row, invocation): the invocation's first maximum over its LM-head columns and its id.
+var<workgroup> amM: array<f32, 4u * WG>;
+var<workgroup> amI: array<u32, 4u * WG>;
+const ARG_NEG: f32 = -0x1.fffffep+127f;  // sample.wgsl's NEG (-FLT_MAX): it and NaN, -inf never win
+const NO_ID: u32 = 0xffffffffu;          // NO_TOKEN: no logit beat ARG_NEG
+#endif
 
 // ---- weight access ----
 
@@ -179,6 +191,36 @@ fn normRows(lid: u32, wo: u32) {
 #include _megakernel_rope
 
 #include _megakernel_attention
+
+#if ARGMAX
+// The running greedy choice of the 4 row slots (row i in component i; slots past MR hold
+// zeros and are never written out): the largest logit so far and its id.
+struct Best4 {
+  m: vec4<f32>,
+  i: vec4<u32>,
+}
+
+// b after column `id` with logits l (one per row); ids >= V ignored. Branch-free and with
+// constant indices only: SwiftShader's compiler hung on the per-row, branching form.
+fn better(b: Best4, l: vec4<f32>, id: u32, V: u32) -> Best4 {
+  let t = (l > b.m) & vec4<bool>(id < V);
+  return Best4(select(b.m, l, t), select(b.i, vec4<u32>(id), t));
+}
+
+// b after the octet's columns nj..nj+7, in order (o.a[i] / o.b[i] = row i's columns nj.. / nj+4..).
+fn bestOct(b: Best4, o: Oct, nj: u32, V: u32) -> Best4 {
+  let a = transpose(o.a);  // a[q] = column nj + q over the rows
+  let c = transpose(o.b);
+  var r = better(b, a[0], nj, V);
+  r = better(r, a[1], nj + 1u, V);
+  r = better(r, a[2], nj + 2u, V);
+  r = better(r, a[3], nj + 3u, V);
+  r = better(r, c[0], nj + 4u, V);
+  r = better(r, c[1], nj + 5u, V);
+  r = better(r, c[2], nj + 6u, V);
+  return better(r, c[3], nj + 7u, V);
+}
+#endif
 
 // activation.wgsl's silu.
 fn silu(v: vec4<f32>) -> vec4<f32> {
@@ -312,8 +354,25 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   {{SYNC}}
   normRows(lid, p.wNorm);
   {{SYNC}}
+#if ARGMAX
+  // Greedy ids without storing logits. Each invocation walks its columns in ascending order
+  // keeping the first strict maximum (sample.wgsl argmax_plain's compare, from -FLT_MAX); the
+  // rows' winners are then the largest of the invocations' maxima, ties to the lowest id: the
+  // same id as argmax_plain over the row's logits.
+  var best = Best4(vec4<f32>(ARG_NEG), vec4<u32>(NO_ID));
+#endif
   for (var n0 = CPL * lid; n0 < p.V; n0 += CPL * WG) {
     let v = octDot(oH, p.wHead, D, n0, p.V);
+#if ARGMAX
+    best = bestOct(best, v.o[0], n0, p.V);
+#if NO == 2 || NO == 4
+    best = bestOct(best, v.o[1], n0 + 8u, p.V);
+#endif
+#if NO == 4
+    best = bestOct(best, v.o[2], n0 + 16u, p.V);
+    best = bestOct(best, v.o[3], n0 + 24u, p.V);
+#endif
+#else
     for (var j = 0u; j < NO; j++) {
       let nj = n0 + 8u * j;
       for (var i = 0u; i < MR; i++) {
@@ -325,5 +384,30 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         }
       }
     }
+#endif
   }
+#if ARGMAX
+  amM[lid] = best.m.x;
+  amI[lid] = best.i.x;
+  amM[WG + lid] = best.m.y;
+  amI[WG + lid] = best.i.y;
+  amM[2u * WG + lid] = best.m.z;
+  amI[2u * WG + lid] = best.i.z;
+  amM[3u * WG + lid] = best.m.w;
+  amI[3u * WG + lid] = best.i.w;
+  workgroupBarrier();
+  if (lid < MR && rowValid(wid, lid)) {
+    var m = ARG_NEG;
+    var a = NO_ID;
+    for (var l = 0u; l < WG; l++) {
+      let x = amM[lid * WG + l];
+      let k = amI[lid * WG + l];
+      if (x > m || (x == m && k < a)) {
+        m = x;
+        a = k;
+      }
+    }
+    ids[wid * MR + lid] = a;
+  }
+#endif
 }

@@ -2,13 +2,15 @@
  * The only bridge from the scheduler to the GPU. Turns a StepPlan (plain
  * data) into the model's StepInputs, records the forward pass and GPU
  * sampling into one Recorder, submits once and reads back only the sampled
- * ids ([R] u32).
+ * ids ([R] u32). When every row is plain greedy and the model fuses the
+ * argmax for the step (the decode megakernel), the model writes the ids
+ * itself and the sampler's dispatch is skipped.
  */
 import type { GpuContext } from '../gpu/context.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import type { StepGeometry, StepInputs } from '../models/step.ts';
-import { sample, type SampleRow } from '../ops/sample.ts';
+import type { RecordOptions, StepGeometry, StepInputs } from '../models/step.ts';
+import { isPlainGreedy, sample, type SampleRow } from '../ops/sample.ts';
 import type { KvCacheManager } from './kv_cache.ts';
 import { EmbedCollector } from './prompt_embeds.ts';
 import type { StepPlan } from './scheduler.ts';
@@ -17,7 +19,9 @@ import type { StepPlan } from './scheduler.ts';
 export interface StepModel {
   readonly geo: StepGeometry;
   readonly cfg: { vocabSize: number };
-  record(rec: Recorder, s: StepInputs): Promise<Tensor | null>;
+  record(rec: Recorder, s: StepInputs, opts?: RecordOptions): Promise<Tensor | null>;
+  /** True when record() can write greedy ids instead of logits for s (RecordOptions.argmaxInto). */
+  fusesArgmax?(s: StepInputs): boolean;
 }
 
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
@@ -39,6 +43,8 @@ export class Runner {
   private readonly maskWords: number;
   /** Forward passes run (for tests: proves prefix reuse computes fewer tokens). */
   computedTokens = 0;
+  /** Steps whose greedy ids the model wrote itself (no sampler dispatch), for tests and metrics. */
+  fusedArgmaxSteps = 0;
 
   constructor(
     readonly ctx: GpuContext,
@@ -89,12 +95,20 @@ export class Runner {
     const inputs = this.inputs(plan);
     const R = inputs.logitRows.length;
     if (rows.length !== R) throw new Error(`runner: ${rows.length} sampling rows for ${R} logit rows`);
+    const out: Tensor = { ...this.out, shape: [R] };
+    const fused = R > 0 && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
     const rec = this.ctx.recorder();
-    const logits = await this.model.record(rec, inputs);
+    const logits = await this.model.record(rec, inputs, fused ? { argmaxInto: out } : {});
     this.computedTokens += inputs.tokens.length;
     if (R === 0 || !logits) {
       rec.submit();
       return { ids: new Uint32Array(0), tokens: inputs.tokens.length };
+    }
+    if (fused) {
+      this.fusedArgmaxSteps++;
+      const read = rec.readback(out);
+      rec.submit();
+      return { ids: new Uint32Array(await read), tokens: inputs.tokens.length };
     }
     let mask: Tensor | undefined;
     if (rows.some((r) => r.mask)) {
@@ -105,7 +119,6 @@ export class Runner {
       });
       mask = { buffer: rec.upload(words).buffer, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
     }
-    const out: Tensor = { ...this.out, shape: [R] };
     await sample(rec, logits, rows, out, mask ? { mask } : {});
     const read = rec.readback(out);
     const readLogits = opts.readLogits ? rec.readback(logits) : null;

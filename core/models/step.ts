@@ -1,3 +1,5 @@
+import type { Tensor } from '../gpu/tensor.ts';
+
 /**
  * What one engine step asks of a decoder model: a ragged batch of T tokens
  * from S sequences, as plain typed arrays (the only data that crosses from the
@@ -21,6 +23,16 @@ export interface StepInputs {
   embedRows?: Float32Array;
   /** [E] distinct indices into the T tokens. */
   embedAt?: Uint32Array;
+}
+
+/** Options of a decoder's record(). */
+export interface RecordOptions {
+  /**
+   * A u32 tensor of at least R elements: when the model fuses the argmax for this step
+   * (fusesArgmax), it writes each logit row's greedy id there (sample.wgsl argmax_plain's rules)
+   * and no logits. Only for steps whose rows are all plain greedy (ops/sample.ts isPlainGreedy).
+   */
+  argmaxInto?: Tensor;
 }
 
 /** Static sizes a model's step buffers and KV cache are allocated for. */

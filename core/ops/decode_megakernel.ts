@@ -396,8 +396,12 @@ export interface DecodeMegakernelArgs {
   maxBlocksPerSeq: number;
   /** Sequences in the step (= tokens = logit rows). */
   seqs: number;
-  /** Out [seqs, V] f32. */
-  logits: Tensor;
+  /**
+   * The step's output, one of: `logits` [seqs, V] f32; or `ids` [seqs] u32, each row's greedy
+   * id by sample.wgsl argmax_plain's rules (NaN, -inf and -FLT_MAX never win, ties to the lowest
+   * id, NO_TOKEN if nothing beats -FLT_MAX) with no logits stored: the sampler's dispatch saved.
+   */
+  out: { logits: Tensor } | { ids: Tensor };
 }
 
 function scratchOf(a: DecodeMegakernelArgs): TextureBinding {
@@ -426,6 +430,8 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
   const kvTex = 'view' in a.cacheK;
   if (kvTex !== 'view' in a.cacheV || (kvTex && q8)) throw new Error('decodeMegakernel: KV textures must be f32 and hold both K and V');
   const w = a.weights;
+  const argmax = 'ids' in a.out;
+  const out = 'ids' in a.out ? a.out.ids : a.out.logits;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'decode_megakernel',
     defines: {
@@ -446,6 +452,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH),
       KV_TEX: kvTex,
       SCRATCH_TEX: a.tuning.scratch === 'texture',
+      ARGMAX: argmax,
       SYNC: a.tuning.scratch === 'texture' ? 'textureBarrier(); workgroupBarrier();' : 'workgroupBarrier();',
     },
     layout,
@@ -493,7 +500,7 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       lGu: w.gu,
       lDown: w.down,
     },
-    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), a.logits, ...(a.tuning.scratch === 'texture' ? [scratchOf(a)] : [])],
+    [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), out, ...(a.tuning.scratch === 'texture' ? [scratchOf(a)] : [])],
     [Math.ceil(a.seqs / MR)],
   );
 }

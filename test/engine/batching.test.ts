@@ -3,6 +3,9 @@
  * 16 concurrent requests with mixed lengths and parameters yields exactly what
  * it yields alone), prefix reuse (a counter proves only new tokens are
  * computed), cancellation, and the block pool returning to its initial state.
+ * Alone, plain greedy requests decode through the megakernel's fused argmax;
+ * together, mixed with sampled and penalised rows, through the sampler: their
+ * equality also checks one against the other.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerateOptions } from '../../core/engine/engine.ts';
@@ -49,10 +52,12 @@ describe.each(TEST_BACKENDS)('batched engine on %s', (backend) => {
     const { engine } = loaded;
     const free0 = engine.runner.kv.freeCount;
     const alone = [];
+    const fused0 = engine.runner.fusedArgmaxSteps;
     for (let i = 0; i < 16; i++) {
       const r = requestOf(i);
       alone.push(await engine.complete(r.prompt, r.opts));
     }
+    expect(engine.runner.fusedArgmaxSteps).toBeGreaterThan(fused0);
     const together = await Promise.all(Array.from({ length: 16 }, (_, i) => engine.complete(requestOf(i).prompt, requestOf(i).opts)));
     for (let i = 0; i < 16; i++) {
       expect(together[i]!.tokenIds, `request ${i}`).toEqual(alone[i]!.tokenIds);
@@ -81,6 +86,41 @@ describe.each(TEST_BACKENDS)('batched engine on %s', (backend) => {
       expect(plans).toEqual([4, 4, 4]);
       for (const o of outs) expect(o.tokenIds).toHaveLength(3);
     } finally {
+      runner.step = step;
+    }
+  });
+
+  it('only steps of plain greedy rows take the fused argmax; it yields the sampler\'s tokens', async () => {
+    const { engine } = loaded;
+    const runner = engine.runner;
+    const step = runner.step.bind(runner);
+    let decodeOnly = 0; // steps of one token per sequence: the megakernel's
+    runner.step = (plan, rows, o) => {
+      if (plan.scheduled.every((s) => s.count === 1)) decodeOnly++;
+      return step(plan, rows, o);
+    };
+    const fusedFor = async (opts: GenerateOptions): Promise<{ fused: number; ids: number[] }> => {
+      const before = runner.fusedArgmaxSteps;
+      decodeOnly = 0;
+      const r = await engine.complete('The little dog', { maxNewTokens: 5, ...opts });
+      return { fused: runner.fusedArgmaxSteps - before, ids: r.tokenIds };
+    };
+    // Tokens 2..5 come from decode steps (token 1 too when the prompt is a prefix-cache hit).
+    const greedy = await fusedFor({ sampling: { temperature: 0 } });
+    expect(decodeOnly).toBeGreaterThanOrEqual(4);
+    expect(greedy.fused).toBe(decodeOnly);
+    expect((await fusedFor({ sampling: { temperature: 0, repetitionPenalty: 1.3 } })).fused).toBe(0);
+    expect((await fusedFor({ sampling: { temperature: 0.7, seed: 3 } })).fused).toBe(0);
+    // A model that never fuses: the same request through the sampler.
+    const model = engine.runner.model;
+    const fuses = model.fusesArgmax;
+    model.fusesArgmax = () => false;
+    try {
+      const viaSampler = await fusedFor({ sampling: { temperature: 0 } });
+      expect(viaSampler.fused).toBe(0);
+      expect(viaSampler.ids).toEqual(greedy.ids);
+    } finally {
+      model.fusesArgmax = fuses;
       runner.step = step;
     }
   });

@@ -11,9 +11,11 @@
  * as the megakernel, `off` always the generic path. Both are fed the same
  * tokens (greedy from the generic logits). Checked per decode step: logits
  * within 1e-5 of max |logit| (observed: bit-identical, the kernel mirrors the
- * cpu variants' arithmetic) and identical greedy ids; at the end, the
- * megakernel's logits against the reference (f64 accumulation) within 1e-3 of
- * max |logit|.
+ * cpu variants' arithmetic) and identical greedy ids; the megakernel's fused
+ * argmax (RecordOptions.argmaxInto) against the sampler's reference on the
+ * generic logits; at the end, the megakernel's logits against the reference
+ * (f64 accumulation) within 1e-3 of max |logit|. A separate case gives the
+ * fused argmax ties across invocations and NaN logits.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
@@ -24,6 +26,8 @@ import type { HostTensor, WeightSource } from '../../core/models/host_tensor.ts'
 import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
 import { decodeStepRef } from '../../core/ops/decode_megakernel.ref.ts';
 import type { KvDtype } from '../../core/ops/kv_write.ts';
+import { sampleRef } from '../../core/ops/sample.ref.ts';
+import { GREEDY } from '../../core/sampling/params.ts';
 import { gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
 
 interface Case {
@@ -172,6 +176,28 @@ async function run(ctx: GpuContext, model: LlamaModel, s: StepInputs): Promise<F
   return new Float32Array(await read);
 }
 
+/** The megakernel's fused greedy ids of step s (run once more: the KV writes of s are idempotent). */
+async function runArgmax(ctx: GpuContext, model: LlamaModel, s: StepInputs): Promise<number[]> {
+  expect(model.fusesArgmax(s)).toBe(true);
+  const rec = ctx.recorder();
+  const ids = ctx.scratch([s.numSeqs], 'u32');
+  try {
+    const out = await model.record(rec, s, { argmaxInto: ids });
+    expect(out?.shape).toEqual([s.numSeqs]);
+    const read = rec.readback(ids);
+    rec.submit();
+    return Array.from(new Uint32Array(await read));
+  } finally {
+    ctx.free(ids);
+  }
+}
+
+/** The sampler's greedy ids (argmax_plain's rules: NaN never wins, ties to the lowest id). */
+function greedyRef(logits: Float32Array, V: number): number[] {
+  const rows = logits.length / V;
+  return Array.from(sampleRef(logits, V, Array.from({ length: rows }, () => ({ params: GREEDY, step: 0 }))));
+}
+
 function argmaxRows(a: Float32Array, V: number): number[] {
   const out: number[] = [];
   for (let r = 0; r < a.length / V; r++) {
@@ -237,6 +263,7 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
       worst = Math.max(worst, d / absMax(logits));
       expect(d, `step ${step}: max |mega - generic|`).toBeLessThanOrEqual(1e-5 * absMax(logits));
       expect(argmaxRows(onLogits, V), `step ${step}: greedy ids`).toEqual(argmaxRows(logits, V));
+      expect(await runArgmax(ctx, on, s), `step ${step}: fused argmax`).toEqual(greedyRef(logits, V));
     }
     // Against the independent plain-TS forward (f64 accumulation).
     const get = (n: string): Float32Array => {
@@ -250,6 +277,38 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
     }
     console.log(`[${backend}] ${c.name}: max |mega - generic| / max|logit| = ${worst.toExponential(2)}${exact ? ' (bit-identical)' : ''}`);
   }, 300_000);
+
+  it('fused argmax: ties go to the lowest id across invocations, NaN logits never win', async () => {
+    const ctx = await gpuFor(backend);
+    const cfg = parseDecoderConfig({ ...CASES[0]!.config, vocab_size: 61 });
+    const host = randomWeights(cfg, 77);
+    // LM head rows: 0 NaN, every other row the same vector w, except rows 37 and 60 (another
+    // invocation's columns, the last a tail column) = 2w. Logits: NaN, c, .., 2c at 37 and 60:
+    // id 37 where c > 0 (a tie with 60), else id 1 (a tie with every row but 0, 37, 60).
+    const D = cfg.hiddenSize;
+    const head = host.get('lm_head.weight')!.data;
+    for (let v = 0; v < cfg.vocabSize; v++) for (let k = 0; k < D; k++) head[v * D + k] = v === 0 ? NaN : (v === 37 || v === 60 ? 2 : 1) * head[D + k]!;
+    const weights = await loadLlamaWeights(ctx, cfg, source(host), 'f32', { pack: true });
+    const S = 5; // 3 + 2 rows: two workgroups, a padding row
+    const geo: StepGeometry = { maxTokens: 16, maxSeqs: S, numBlocks: S * 16, blockSize: BLOCK, maxBlocksPerSeq: 16 };
+    const on = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'on' });
+    const off = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'off' });
+    try {
+      const prompts = Array.from({ length: S }, (_, i) => [3 + i, 10 + 2 * i, 20 + i]);
+      const prefill = stepInputs(geo, prompts.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true })));
+      await run(ctx, on, prefill);
+      await run(ctx, off, prefill);
+      const s = stepInputs(geo, prompts.map((t, i) => ({ seq: i, start: t.length, tokens: [5 + i], sample: true })));
+      const logits = await run(ctx, off, s);
+      const expected = greedyRef(logits, cfg.vocabSize);
+      expect(new Set(expected.map((id) => (id === 37 || id === 1 ? 'ok' : id)))).toEqual(new Set(['ok']));
+      expect(await runArgmax(ctx, on, s)).toEqual(expected);
+    } finally {
+      on.destroy();
+      off.destroy();
+      destroyLlamaWeights(weights);
+    }
+  });
 
   it('leaves steps with image rows, several tokens per sequence or unsampled rows to the generic path', async () => {
     const ctx = await gpuFor(backend);

@@ -49,7 +49,7 @@ import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
-import type { StepGeometry, StepInputs } from '../step.ts';
+import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import type { LlamaWeights } from './weights.ts';
 
 const STORAGE = 0x80 | 0x08 | 0x04;
@@ -270,10 +270,11 @@ export class LlamaModel {
   }
 
   /**
-   * Records the forward pass; returns logits [R, V] (valid after the step is
-   * submitted), or null when no row needs logits (a step of prompt chunks only).
+   * Records the forward pass; returns logits [R, V] (valid after the step is submitted), or null
+   * when no row needs logits (a step of prompt chunks only). With `opts.argmaxInto` on a step
+   * where fusesArgmax(s): each row's greedy id into that u32 tensor instead (returned as [R]).
    */
-  async record(rec: Recorder, s: StepInputs): Promise<Tensor | null> {
+  async record(rec: Recorder, s: StepInputs, opts: RecordOptions = {}): Promise<Tensor | null> {
     const c = this.cfg;
     const T = s.tokens.length;
     const R = s.logitRows.length;
@@ -281,7 +282,8 @@ export class LlamaModel {
     const w = this.weights;
     this.upload(s);
     // Decode-only steps (one token per sequence, all sampled, no image rows): one dispatch.
-    if (this.decodePath(s) === 'megakernel') return this.recordMegakernel(rec, s);
+    if (this.decodePath(s) === 'megakernel') return this.recordMegakernel(rec, s, opts.argmaxInto);
+    if (opts.argmaxInto) throw new Error('LlamaModel.record: argmaxInto on a step that does not fuse the argmax');
     const positions = this.view('positions', T);
     const x = this.act('x', [T, D]);
     const h = this.act('h', [T, D]);
@@ -340,11 +342,16 @@ export class LlamaModel {
     return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) ? 'megakernel' : 'generic';
   }
 
-  /** A decode-only step in one dispatch: every layer, the final norm and the LM head; logits [S, V]. */
-  private async recordMegakernel(rec: Recorder, s: StepInputs): Promise<Tensor> {
+  /** True when record() can write greedy ids instead of logits for this step (the decode megakernel takes it). */
+  fusesArgmax(s: StepInputs): boolean {
+    return this.decodePath(s) === 'megakernel';
+  }
+
+  /** A decode-only step in one dispatch: every layer, the final norm and the LM head; logits [S, V] (or greedy ids into `ids`). */
+  private async recordMegakernel(rec: Recorder, s: StepInputs, ids?: Tensor): Promise<Tensor> {
     const c = this.cfg;
     const S = s.numSeqs;
-    const logits = this.act('logits', [S, c.vocabSize]);
+    const logits = ids ? null : this.act('logits', [S, c.vocabSize]);
     const words = (name: keyof LlamaModel['sections']): number => this.sections[name].offset / 4;
     await decodeMegakernel(rec, {
       cfg: c,
@@ -361,9 +368,9 @@ export class LlamaModel {
       blockSize: this.geo.blockSize,
       maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
       seqs: S,
-      logits,
+      out: logits ? { logits } : { ids: { ...ids!, shape: [S] } },
     });
-    return logits;
+    return logits ?? { ...ids!, shape: [S] };
   }
 
   destroy(): void {
