@@ -145,11 +145,11 @@ async function runWeft(spec: CaseSpec): Promise<Partial<CaseResult>> {
   let lastMega = false;
   const model = loaded.model;
   const record = model.record.bind(model);
-  model.record = async (rec, s: StepInputs) => {
+  model.record = async (rec, s: StepInputs, opts) => {
     lastRec = rec;
     lastMega = model.decodePath(s) === 'megakernel';
     const a = performance.now();
-    const r = await record(rec, s);
+    const r = await record(rec, s, opts);
     recordMs += performance.now() - a;
     return r;
   };

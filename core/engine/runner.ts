@@ -105,6 +105,9 @@ export class Runner {
       return { ids: new Uint32Array(0), tokens: inputs.tokens.length };
     }
     if (fused) {
+      // A model (or a wrapper of record()) that ignored argmaxInto returns logits: fail loudly
+      // rather than read back whatever `out` held.
+      if (logits.buffer !== out.buffer || logits.dtype !== 'u32') throw new Error('runner: the model returned logits for a fused-argmax step (argmaxInto ignored)');
       this.fusedArgmaxSteps++;
       const read = rec.readback(out);
       rec.submit();

@@ -125,6 +125,19 @@ describe.each(TEST_BACKENDS)('batched engine on %s', (backend) => {
     }
   });
 
+  it('a record() wrapper that drops argmaxInto fails the request instead of streaming stale ids', async () => {
+    const { engine } = loaded;
+    const model = engine.runner.model;
+    const record = model.record;
+    model.record = (rec, s) => record.call(model, rec, s);
+    try {
+      await expect(engine.complete('Tim', { maxNewTokens: 3, sampling: { temperature: 0 } })).rejects.toThrow(/argmaxInto ignored/);
+    } finally {
+      model.record = record;
+    }
+    expect((await engine.complete('Tim', { maxNewTokens: 3, sampling: { temperature: 0 } })).tokenIds).toHaveLength(3);
+  });
+
   it('a request in its admission turn is not counted as queued (stats, the autoscaler)', async () => {
     const { engine } = loaded;
     const stream = engine.generate('Tim', { maxNewTokens: 2, sampling: { temperature: 0 } });
