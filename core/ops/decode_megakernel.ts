@@ -148,9 +148,15 @@ export function megakernelModeFromEnv(): MegakernelMode {
  * workgroup memory.
  */
 export function megakernelRows(cfg: Parameters<typeof megakernelSmem>[0], S: number, maxWorkgroupBytes: number): number {
-  const fit = Math.floor((maxWorkgroupBytes - 16) / (megakernelSmem(cfg).vec4s * 16));
+  const fit = Math.floor((maxWorkgroupBytes - MEGAKERNEL_FIXED_SMEM_BYTES) / (megakernelSmem(cfg).vec4s * 16));
   return Math.max(1, Math.min(4, fit, S <= 4 ? S : Math.ceil(S / 2)));
 }
+
+/**
+ * Workgroup memory besides the row regions: `red` (4 f32) and, with the fused argmax, `amM` /
+ * `amI` (4 rows x WG each, 4-byte elements) at the largest workgroup size.
+ */
+export const MEGAKERNEL_FIXED_SMEM_BYTES = 16 + 2 * 4 * 4 * MEGAKERNEL_MAX_WG;
 
 /** Query heads per attention invocation, as attention.ts picks it (largest divisor of the group <= 8). */
 export function megakernelGC(cfg: Pick<DecoderConfig, 'heads' | 'kvHeads'>): number {
@@ -200,7 +206,7 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
   if (cfg.hiddenSize % 4 !== 0 || cfg.headDim % 4 !== 0) return 'hidden size and head dim must be multiples of 4';
   if (cfg.heads % cfg.kvHeads !== 0) return 'heads not a multiple of kv heads';
   if (cfg.hiddenAct !== 'silu') return `activation ${cfg.hiddenAct} (the megakernel is SiLU-gated)`;
-  const smem = megakernelSmem(cfg).vec4s * 16 + 16; // one token row
+  const smem = megakernelSmem(cfg).vec4s * 16 + MEGAKERNEL_FIXED_SMEM_BYTES; // one token row
 
   if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;
   if (MEGAKERNEL_MAX_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';

@@ -44,7 +44,6 @@ const layout = uniformLayout([
   ['hasMask', 'u32'],
 ] as const);
 
-/** u32 words per row record; f32 fields are stored bit-cast. */
 /**
  * A row sample.wgsl resolves as argmax_plain: greedy (temperature 0 in f32: a tiny temperature
  * rounds to greedy in the shader too), no penalised history, and (`masked` false) no allowed-token
@@ -54,6 +53,7 @@ export function isPlainGreedy(row: SampleRow, masked: boolean): boolean {
   return Math.fround(row.params.temperature) === 0 && !masked && !(hasPenalties(row.params) && (row.history?.length ?? 0) > 0);
 }
 
+/** u32 words per row record; f32 fields are stored bit-cast. */
 export const ROW_WORDS = 12;
 // Record: 0 temperature f32, 1 topK, 2 topP f32, 3 minP f32, 4 repetitionPenalty f32,
 // 5 presencePenalty f32, 6 frequencyPenalty f32, 7 seed, 8 step, 9 pair offset (in words,

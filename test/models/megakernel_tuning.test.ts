@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
-import { isLlvmpipe, isSwiftShader, MEGAKERNEL_AUTO_MAX_SEQS, megakernelRows, megakernelSmem, megakernelTuning, megakernelWeightsFromEnv } from '../../core/ops/decode_megakernel.ts';
+import { isLlvmpipe, isSwiftShader, MEGAKERNEL_AUTO_MAX_SEQS, MEGAKERNEL_FIXED_SMEM_BYTES, MEGAKERNEL_MAX_WG, megakernelRows, megakernelSmem, megakernelTuning, megakernelWeightsFromEnv } from '../../core/ops/decode_megakernel.ts';
 
 const LLVMPIPE = { name: 'OpenGL version OpenGL ES 3.2 Mesa 22.3.6', device: 'llvmpipe-llvm-15-0-6-256-bits-' };
 const SWIFTSHADER = { name: 'SwiftShader driver 5.0.0', device: 'SwiftShader Device (Subzero)' };
@@ -51,10 +51,13 @@ describe('megakernelTuning', () => {
     const cfg = { hiddenSize: 64, heads: 8, kvHeads: 4, headDim: 8, intermediateSize: 172 };
     const big = 1 << 20;
     expect([1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 64].map((S) => megakernelRows(cfg, S, big))).toEqual([1, 2, 3, 4, 3, 3, 4, 4, 4, 4, 4]);
-    // Workgroup memory bounds the rows: room for two rows' activations only.
-    const two = 2 * megakernelSmem(cfg).vec4s * 16 + 16;
+    // Workgroup memory bounds the rows: room for two rows' activations only, besides `red`
+    // and the fused argmax's per-(row, invocation) maxima and ids at the largest workgroup.
+    expect(MEGAKERNEL_FIXED_SMEM_BYTES).toBe(16 + 2 * 4 * 4 * MEGAKERNEL_MAX_WG);
+    const two = 2 * megakernelSmem(cfg).vec4s * 16 + MEGAKERNEL_FIXED_SMEM_BYTES;
     expect(megakernelRows(cfg, 4, two)).toBe(2);
     expect(megakernelRows(cfg, 16, two)).toBe(2);
+    expect(megakernelRows(cfg, 4, two - 1)).toBe(1);
   });
 
   it('reads WEFT_MEGAKERNEL_WEIGHTS and refuses unknown values', () => {
