@@ -18,7 +18,7 @@ import type { Logger } from '../log.ts';
 import { counterFamily, gauge } from '../metrics.ts';
 import { ManagedReader } from './managed_reader.ts';
 import { remoteTransport } from './remote_transport.ts';
-import { decide, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
+import { decide, groupWaiting, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
 import type { ReaderSpec } from './spec.ts';
 import { defaultTransport, unrefTimer } from './transport.ts';
 
@@ -358,7 +358,7 @@ export class ReaderManager {
     const d = decide({
       policy,
       replicas: list.map((r) => ({ id: r.readerId, state: r.state === 'restarting' ? 'loading' : r.state, inFlight: r.inFlight, idleMs: r.inFlight > 0 ? 0 : now - r.idleSince, remote: !!r.spec.remote })),
-      waiting: queued.reduce((a, b) => a + b, 0) + g.coldWaiters,
+      waiting: groupWaiting(queued, g.coldWaiters, list.some((r) => r.ready && !!r.api)),
       canStart: g.template !== null,
     });
     for (let i = 0; i < d.start; i++) this.startReplica(g, 'scale_up');

@@ -115,6 +115,16 @@ export interface Decision {
   stop: string[];
 }
 
+/**
+ * GroupView.waiting: the requests queued inside the readers, plus the requests waiting for a
+ * cold start while no replica serves. Once one serves, those waiters are about to be routed to
+ * it (they poll every 50 ms): counting them as queue depth then started a second replica
+ * for the one request that woke the group.
+ */
+export function groupWaiting(queued: readonly number[], coldWaiters: number, serving: boolean): number {
+  return queued.reduce((a, b) => a + b, 0) + (serving ? 0 : coldWaiters);
+}
+
 export function decide(g: GroupView): Decision {
   const { policy } = g;
   const live = g.replicas.filter((r) => r.state !== 'failed');

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GroupSummary } from '../../server/readers/manager.ts';
-import { decide, mergePolicy, SCALING_DEFAULTS } from '../../server/readers/scaling.ts';
+import { decide, groupWaiting, mergePolicy, SCALING_DEFAULTS } from '../../server/readers/scaling.ts';
 import { startTestService, type TestService } from './helpers.ts';
 import { json, listenApps, sleep, until, type Http } from './remote_helpers.ts';
 
@@ -42,6 +42,15 @@ describe('the scaling rule', () => {
     expect(decide({ policy, replicas: [], waiting: 1, canStart: true }).start).toBe(1); // a cold-start waiter
     expect(decide({ policy, replicas: [rep('a', { state: 'failed' })], waiting: 5, canStart: true }).start).toBe(0);
     expect(decide({ policy: mergePolicy(policy, { minReplicas: 2 }), replicas: [rep('a')], waiting: 0, canStart: true }).start).toBe(1);
+  });
+  it('counts cold-start waiters as queued only while no replica serves', () => {
+    expect(groupWaiting([2, 1], 3, false)).toBe(6);
+    expect(groupWaiting([2, 1], 3, true)).toBe(3);
+    // The request that woke a group (max 2, depth 1) right after its replica became ready,
+    // before the waiter routed to it: no second replica.
+    const one = mergePolicy(undefined, { minReplicas: 0, maxReplicas: 2, scaleUpQueueDepth: 1 });
+    expect(decide({ policy: one, replicas: [rep('a')], waiting: groupWaiting([0], 1, true), canStart: true }).start).toBe(0);
+    expect(decide({ policy: one, replicas: [], waiting: groupWaiting([], 1, false), canStart: true }).start).toBe(1);
   });
   it('stops the longest-idle replica with nothing in flight, down to min, never a remote one', () => {
     expect(decide({ policy, replicas: [rep('a', { idleMs: 11_000 }), rep('b', { idleMs: 20_000 })], waiting: 0, canStart: true }).stop).toEqual(['b']);
