@@ -30,7 +30,7 @@ export class ManagedReader {
   draining = false;
   /** Started by the scaler (scale-up or cold start), not by an entry or PUT /models. */
   autoscaled = false;
-  /** Date.now() when the last request in flight finished (or the reader started). */
+  /** Date.now() when the reader was last picked for a request or its last request finished (or it started). */
   idleSince = Date.now();
   private inFlightCount = 0;
   private idleWaiters: (() => void)[] = [];

@@ -18,7 +18,7 @@ import type { Logger } from '../log.ts';
 import { counterFamily, gauge } from '../metrics.ts';
 import { ManagedReader } from './managed_reader.ts';
 import { remoteTransport } from './remote_transport.ts';
-import { decide, groupWaiting, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
+import { decide, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
 import type { ReaderSpec } from './spec.ts';
 import { defaultTransport, unrefTimer } from './transport.ts';
 
@@ -178,7 +178,11 @@ export class ReaderManager {
         field: 'consumer_group',
       });
     }
-    return fit.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+    const chosen = fit.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+    // Routed counts as activity: the caller marks the request in flight only after an await,
+    // and a scaler tick in between must not take the replica for idle and drain it.
+    chosen.idleSince = Date.now();
+    return chosen;
   }
 
   /**
@@ -358,7 +362,8 @@ export class ReaderManager {
     const d = decide({
       policy,
       replicas: list.map((r) => ({ id: r.readerId, state: r.state === 'restarting' ? 'loading' : r.state, inFlight: r.inFlight, idleMs: r.inFlight > 0 ? 0 : now - r.idleSince, remote: !!r.spec.remote })),
-      waiting: groupWaiting(queued, g.coldWaiters, list.some((r) => r.ready && !!r.api)),
+      queued: queued.reduce((a, b) => a + b, 0),
+      coldWaiters: g.coldWaiters,
       canStart: g.template !== null,
     });
     for (let i = 0; i < d.start; i++) this.startReplica(g, 'scale_up');

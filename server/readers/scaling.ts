@@ -9,9 +9,11 @@
  * - fewer live replicas than `min_replicas` (after a crash, a delete, a
  *   raised minimum): start the difference;
  * - waiting requests (queued in the readers' schedulers, plus requests
- *   waiting for a cold start) >= `scale_up_queue_depth` x ready replicas, no
- *   replica already loading, fewer than `max_replicas`: start one;
- * - no waiting request, more live replicas than `min_replicas`: stop the
+ *   waiting for a cold start while no replica is ready) >=
+ *   `scale_up_queue_depth` x ready replicas, no replica already loading, fewer
+ *   than `max_replicas`: start one;
+ * - nothing queued and nobody waiting for a cold start, more live replicas
+ *   than `min_replicas`: stop the
  *   replica idle longest, once it has had nothing in flight for
  *   `scale_down_after_seconds` (one per tick). A replica is only ever chosen
  *   with nothing in flight, and the manager drains it (no new requests) before
@@ -102,8 +104,10 @@ export interface GroupView {
   policy: ScalingPolicy;
   /** Replicas not draining or stopped. */
   replicas: ReplicaView[];
-  /** Requests waiting: queued in the readers plus waiting for a cold start. */
-  waiting: number;
+  /** Requests queued inside the readers' schedulers. */
+  queued: number;
+  /** Requests waiting in `acquire` for a cold start (routed at their next poll once a replica is ready). */
+  coldWaiters: number;
   /** A replica can be started (the group has a local reader spec to copy). */
   canStart: boolean;
 }
@@ -115,28 +119,23 @@ export interface Decision {
   stop: string[];
 }
 
-/**
- * GroupView.waiting: the requests queued inside the readers, plus the requests waiting for a
- * cold start while no replica serves. Once one serves, those waiters are about to be routed to
- * it (they poll every 50 ms): counting them as queue depth then started a second replica
- * for the one request that woke the group.
- */
-export function groupWaiting(queued: readonly number[], coldWaiters: number, serving: boolean): number {
-  return queued.reduce((a, b) => a + b, 0) + (serving ? 0 : coldWaiters);
-}
-
 export function decide(g: GroupView): Decision {
   const { policy } = g;
   const live = g.replicas.filter((r) => r.state !== 'failed');
   const failed = g.replicas.length - live.length;
   const ready = live.filter((r) => r.state === 'ready');
   const loading = live.length - ready.length;
+  // Cold-start waiters are demand only while no replica is ready: once one is, they are about
+  // to be routed to it (they poll every 50 ms), and counting them then started a second
+  // replica for the one request that woke the group. They always block scaling down, though:
+  // stopping the replica they are about to take failed them with 503 reader_starting.
+  const demand = g.queued + (ready.length === 0 ? g.coldWaiters : 0);
   // A failed replica means the spec does not load (a configuration error): never start copies of it in a loop.
   if (g.canStart && failed === 0) {
     if (live.length < policy.minReplicas) return { start: policy.minReplicas - live.length, stop: [] };
-    if (loading === 0 && live.length < policy.maxReplicas && g.waiting > 0 && g.waiting >= policy.scaleUpQueueDepth * ready.length) return { start: 1, stop: [] };
+    if (loading === 0 && live.length < policy.maxReplicas && demand > 0 && demand >= policy.scaleUpQueueDepth * ready.length) return { start: 1, stop: [] };
   }
-  if (g.waiting === 0 && live.length > policy.minReplicas) {
+  if (g.queued === 0 && g.coldWaiters === 0 && live.length > policy.minReplicas) {
     const idle = ready.filter((r) => !r.remote && r.inFlight === 0 && r.idleMs >= policy.scaleDownAfterSeconds * 1000).sort((a, b) => b.idleMs - a.idleMs);
     if (idle.length > 0) return { start: 0, stop: [idle[0]!.id] };
   }

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GroupSummary } from '../../server/readers/manager.ts';
-import { decide, groupWaiting, mergePolicy, SCALING_DEFAULTS } from '../../server/readers/scaling.ts';
+import { decide, mergePolicy, SCALING_DEFAULTS } from '../../server/readers/scaling.ts';
 import { startTestService, type TestService } from './helpers.ts';
 import { json, listenApps, sleep, until, type Http } from './remote_helpers.ts';
 
@@ -35,30 +35,32 @@ describe('the scaling rule', () => {
   const policy = mergePolicy(undefined, { minReplicas: 0, maxReplicas: 3, scaleDownAfterSeconds: 10, scaleUpQueueDepth: 2 });
   const rep = (id: string, over: Partial<{ state: string; inFlight: number; idleMs: number; remote: boolean }> = {}) => ({ id, state: 'ready', inFlight: 0, idleMs: 0, remote: false, ...over });
   it('adds one replica when waiting >= depth x ready, never beyond max or while one loads', () => {
-    expect(decide({ policy, replicas: [rep('a', { inFlight: 1 })], waiting: 1, canStart: true })).toEqual({ start: 0, stop: [] });
-    expect(decide({ policy, replicas: [rep('a', { inFlight: 1 })], waiting: 2, canStart: true })).toEqual({ start: 1, stop: [] });
-    expect(decide({ policy, replicas: [rep('a'), rep('b', { state: 'loading' })], waiting: 9, canStart: true }).start).toBe(0);
-    expect(decide({ policy, replicas: [rep('a'), rep('b'), rep('c')], waiting: 9, canStart: true }).start).toBe(0);
-    expect(decide({ policy, replicas: [], waiting: 1, canStart: true }).start).toBe(1); // a cold-start waiter
-    expect(decide({ policy, replicas: [rep('a', { state: 'failed' })], waiting: 5, canStart: true }).start).toBe(0);
-    expect(decide({ policy: mergePolicy(policy, { minReplicas: 2 }), replicas: [rep('a')], waiting: 0, canStart: true }).start).toBe(1);
+    expect(decide({ policy, replicas: [rep('a', { inFlight: 1 })], queued: 1, coldWaiters: 0, canStart: true })).toEqual({ start: 0, stop: [] });
+    expect(decide({ policy, replicas: [rep('a', { inFlight: 1 })], queued: 2, coldWaiters: 0, canStart: true })).toEqual({ start: 1, stop: [] });
+    expect(decide({ policy, replicas: [rep('a'), rep('b', { state: 'loading' })], queued: 9, coldWaiters: 0, canStart: true }).start).toBe(0);
+    expect(decide({ policy, replicas: [rep('a'), rep('b'), rep('c')], queued: 9, coldWaiters: 0, canStart: true }).start).toBe(0);
+    expect(decide({ policy, replicas: [], queued: 0, coldWaiters: 1, canStart: true }).start).toBe(1); // a cold-start waiter
+    expect(decide({ policy, replicas: [rep('a', { state: 'failed' })], queued: 5, coldWaiters: 0, canStart: true }).start).toBe(0);
+    expect(decide({ policy: mergePolicy(policy, { minReplicas: 2 }), replicas: [rep('a')], queued: 0, coldWaiters: 0, canStart: true }).start).toBe(1);
   });
-  it('counts cold-start waiters as queued only while no replica serves', () => {
-    expect(groupWaiting([2, 1], 3, false)).toBe(6);
-    expect(groupWaiting([2, 1], 3, true)).toBe(3);
-    // The request that woke a group (max 2, depth 1) right after its replica became ready,
-    // before the waiter routed to it: no second replica.
-    const one = mergePolicy(undefined, { minReplicas: 0, maxReplicas: 2, scaleUpQueueDepth: 1 });
-    expect(decide({ policy: one, replicas: [rep('a')], waiting: groupWaiting([0], 1, true), canStart: true }).start).toBe(0);
-    expect(decide({ policy: one, replicas: [], waiting: groupWaiting([], 1, false), canStart: true }).start).toBe(1);
+  it('counts cold-start waiters as demand only while no replica is ready, and never scales down under them', () => {
+    const one = mergePolicy(undefined, { minReplicas: 0, maxReplicas: 2, scaleUpQueueDepth: 1, scaleDownAfterSeconds: 0.3 });
+    expect(decide({ policy: one, replicas: [], queued: 0, coldWaiters: 1, canStart: true }).start).toBe(1);
+    // The request that woke the group, right after its replica became ready and before it
+    // routed there: no second replica ...
+    expect(decide({ policy: one, replicas: [rep('a', { idleMs: 900 })], queued: 0, coldWaiters: 1, canStart: true })).toEqual({ start: 0, stop: [] });
+    // ... and the replica, idle since it started loading, is not drained from under it.
+    expect(decide({ policy: one, replicas: [rep('a', { idleMs: 900 })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual(['a']);
+    // Queued requests in a ready replica still add one.
+    expect(decide({ policy: one, replicas: [rep('a', { inFlight: 1 })], queued: 1, coldWaiters: 3, canStart: true }).start).toBe(1);
   });
   it('stops the longest-idle replica with nothing in flight, down to min, never a remote one', () => {
-    expect(decide({ policy, replicas: [rep('a', { idleMs: 11_000 }), rep('b', { idleMs: 20_000 })], waiting: 0, canStart: true }).stop).toEqual(['b']);
-    expect(decide({ policy, replicas: [rep('a', { idleMs: 11_000, inFlight: 1 })], waiting: 0, canStart: true }).stop).toEqual([]);
-    expect(decide({ policy, replicas: [rep('a', { idleMs: 9_000 })], waiting: 0, canStart: true }).stop).toEqual([]);
-    expect(decide({ policy, replicas: [rep('a', { idleMs: 99_000, remote: true })], waiting: 0, canStart: true }).stop).toEqual([]);
-    expect(decide({ policy, replicas: [rep('a', { idleMs: 99_000 })], waiting: 1, canStart: true }).stop).toEqual([]);
-    expect(decide({ policy: mergePolicy(policy, { minReplicas: 1 }), replicas: [rep('a', { idleMs: 99_000 })], waiting: 0, canStart: true }).stop).toEqual([]);
+    expect(decide({ policy, replicas: [rep('a', { idleMs: 11_000 }), rep('b', { idleMs: 20_000 })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual(['b']);
+    expect(decide({ policy, replicas: [rep('a', { idleMs: 11_000, inFlight: 1 })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual([]);
+    expect(decide({ policy, replicas: [rep('a', { idleMs: 9_000 })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual([]);
+    expect(decide({ policy, replicas: [rep('a', { idleMs: 99_000, remote: true })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual([]);
+    expect(decide({ policy, replicas: [rep('a', { idleMs: 99_000 })], queued: 1, coldWaiters: 0, canStart: true }).stop).toEqual([]);
+    expect(decide({ policy: mergePolicy(policy, { minReplicas: 1 }), replicas: [rep('a', { idleMs: 99_000 })], queued: 0, coldWaiters: 0, canStart: true }).stop).toEqual([]);
   });
   it('validates the policy', () => {
     expect(() => mergePolicy(undefined, { minReplicas: 3, maxReplicas: 2 })).toThrow(/min_replicas/);
