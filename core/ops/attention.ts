@@ -64,6 +64,21 @@ const layout = uniformLayout([
 /** Query heads per cpu-variant invocation: at most this many share each K/V load. */
 const CPU_MAX_GC = 8;
 
+const CPU_WG_NARROW = 4;
+const CPU_WG_WIDE = 16;
+
+/**
+ * Workgroup size of the cpu variant for `items` invocations: 4 (one SwiftShader SIMD group)
+ * while that leaves few workgroups, so a short decode step still spreads over the cores; 16
+ * from 8 such workgroups up (prefill). Llvmpipe pays a fixed cost per workgroup and runs
+ * 8 lanes at a time, so 4-invocation groups wasted half of each pass: a 240-token prefill of
+ * stories260K (960 items, 5 layers) took 33.9 ms (p10) with 4 against 31.9 with 16; 8, 32
+ * and 64 measured as 16; SwiftShader measured the same with 4, 8 and 16 (docs/benchmarks.md).
+ */
+export function cpuAttentionWG(items: number): number {
+  return items >= 8 * CPU_WG_WIDE ? CPU_WG_WIDE : CPU_WG_NARROW;
+}
+
 /** Largest divisor of n that is <= cap (at least 1). */
 function divisorAtMost(n: number, cap: number): number {
   for (let d = Math.max(1, Math.min(n, Math.floor(cap))); d > 1; d--) if (n % d === 0) return d;
@@ -96,8 +111,9 @@ export async function attention(
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const GC = divisorAtMost(group, CPU_MAX_GC);
   if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);
-  // gpu: 64 threads = keys per tile = max vec4s per head; cpu: 4 invocations (one SwiftShader SIMD group).
-  const WG = shared ? 64 : 4;
+  const items = tokens * kvHeads * (group / GC); // cpu: one invocation per (token, kv head, chunk of GC query heads)
+  // gpu: 64 threads = keys per tile = max vec4s per head; cpu: cpuAttentionWG.
+  const WG = shared ? 64 : cpuAttentionWG(items);
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
     defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex },
@@ -118,6 +134,6 @@ export async function attention(
     softcap,
     kvBase4: isKvTexture(cacheK) ? cacheK.base4 : 0,
   };
-  const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(tokens * kvHeads * (group / GC), WG));
+  const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(items, WG));
   rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], groups);
 }

@@ -11,7 +11,7 @@
  * on-the-fly dequantization from kv_write's rounding (tested in kv_write.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { attention } from '../../core/ops/attention.ts';
+import { attention, cpuAttentionWG } from '../../core/ops/attention.ts';
 import { attentionRef } from '../../core/ops/attention.ref.ts';
 import { kvRowWords, kvWrite, type KvDtype } from '../../core/ops/kv_write.ts';
 import { dequantKvRef, kvWriteRef, quantizeRowQ8 } from '../../core/ops/kv_write.ref.ts';
@@ -42,6 +42,8 @@ const CASES: Case[] = [
   { name: 'hd 16, G 4, bs 16, custom scale, peaky', hd: 16, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 18, n: 2 }, { past: 0, n: 1 }, { past: 40, n: 2 }], scale: 0.5, qkStd: 2 },
   { name: 'hd 256, G 2', hd: 256, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 20, n: 1 }, { past: 5, n: 2 }] },
   { name: 'long decode, hd 128, G 4', hd: 128, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 700, n: 1 }, { past: 300, n: 1 }, { past: 0, n: 3 }] },
+  // 137 tokens x 4 kv heads = 548 items: the cpu variant's 16-invocation workgroups, with a partial last one.
+  { name: 'prefill-sized batch, hd 8, G 2, bs 16', hd: 8, nH: 8, nKv: 4, bs: 16, seqs: [...Array.from({ length: 10 }, () => ({ past: 0, n: 13 })), { past: 5, n: 7 }] },
 ];
 
 /** A q8 cache in the GPU layout from an f32 one: rows quantized, all-NaN rows get NaN words (NaN scale). */
@@ -109,6 +111,13 @@ function makeStep(c: Case, seed: number) {
     slots: Uint32Array.from(tok, ([s, p]) => slotOf(s, p)),
   };
 }
+
+it('the cpu variant widens its workgroups only for prefill-sized steps', () => {
+  expect(cpuAttentionWG(548)).toBe(16); // the prefill-sized case below
+  expect(cpuAttentionWG(128)).toBe(16);
+  expect(cpuAttentionWG(127)).toBe(4);
+  expect(cpuAttentionWG(64)).toBe(4); // a 16-sequence decode step of 4 kv heads still spreads over 16 workgroups
+});
 
 describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant) => {
   it.each(CASES.flatMap((c) => (['f32', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
