@@ -18,9 +18,19 @@
 //   XTEX = (WTEX) x read from an rgba32float texture the host copied it into (prefill on llvmpipe:
 //          with M rows each x chunk is reloaded by every column group, ~43 ns per vec4 from a buffer).
 //   NO   = (cpu) column octets per invocation (8 NO columns share each x chunk): 1 | 4 (WTEX).
+//   NORM = (WTEX, NO 4) x is the residual stream and the kernel applies the input RMSNorm
+//          itself: y = (x * rsqrt(mean(x^2) + eps) * wn) · Wᵀ, wn at vec4 p.wn4 of the weight
+//          texture, each row's 1/rms summed as rms_norm.wgsl's cpu kernel (sequential squares),
+//          h = (x * inv) * wn as there: bit-identical to rms_norm then matmul, without h's
+//          round trip through a storage buffer (llvmpipe loads those lane by lane).
+//   GATED = (WTEX, NO 4) W is [2N, K] (gate rows, then up rows) and y [M, N] =
+//          silu(x · Wgᵀ) * (x · Wuᵀ) as activation.wgsl's gated silu: 16 output columns per
+//          invocation (16 gate + 16 up columns share each x chunk), no gu buffer. No bias or
+//          accumulation.
 //   MR, WG: rows per invocation / per workgroup; workgroup size.
-// Params: M, N, K in elements; flags bit 0 = add bias, bit 1 = accumulate into y;
-//   w4 (WTEX only) = vec4 index of W[0, 0] in the texture.
+// Params: M, N, K in elements (GATED: N output columns, W has 2N rows); flags bit 0 = add bias,
+//   bit 1 = accumulate into y; w4 (WTEX only) = vec4 index of W[0, 0] in the texture;
+//   eps, wn4 (NORM only) = RMSNorm epsilon and the vec4 index of its weight in the texture.
 // Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
 #if WDT == f16n
 enable f16;
@@ -196,6 +206,36 @@ fn xscale(X: mat4x4<f32>, s: vec4<f32>) -> mat4x4<f32> {
   return mat4x4<f32>(X[0] * s, X[1] * s, X[2] * s, X[3] * s);
 }
 
+#if NORM
+// 1 / rms of each of the MR rows over K (rows in vec4 components), each a sequential sum of
+// squares in element order as rms_norm.wgsl's cpu kernel.
+fn rowsInvRms(nc: u32, xb: vec4<u32>) -> vec4<f32> {
+  var s = vec4<f32>(0.0);
+  for (var c = 0u; c < nc; c++) {
+    let T = transpose(xload(c, xb));  // T[j] = element 4c + j of the rows
+    s += T[0] * T[0];
+    s += T[1] * T[1];
+    s += T[2] * T[2];
+    s += T[3] * T[3];
+  }
+  return inverseSqrt(s / f32(p.K) + p.eps);
+}
+
+// x chunk c of the rows normed: (x * inv) * wn, rms_norm.wgsl's expression.
+fn xnorm(X: mat4x4<f32>, inv: vec4<f32>, c: u32) -> mat4x4<f32> {
+  let i = p.wn4 + c;
+  let wn = textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2));
+  return mat4x4<f32>(X[0] * inv.x * wn, X[1] * inv.y * wn, X[2] * inv.z * wn, X[3] * inv.w * wn);
+}
+#endif
+
+#if GATED
+// activation.wgsl's silu.
+fn silu(v: vec4<f32>) -> vec4<f32> {
+  return v / (vec4<f32>(1.0) + exp(min(-v, vec4<f32>(80.0))));
+}
+#endif
+
 #include _mr_step
 
 // End of a quantized block: acc[i] = fma(part[i] - off[i], d, acc[i]) (d: the quad's scales).
@@ -254,9 +294,14 @@ fn wbases(n: vec4<u32>) -> vec4<u32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = (wid.x + wid.y * 65535u) * WG + lid;
-  let no = (p.N + 8u * NO - 1u) / (8u * NO);  // column groups of 8 NO
+#if GATED
+  let cols = 4u * NO;  // output columns per invocation: as many gate and up columns
+#else
+  let cols = 8u * NO;
+#endif
+  let no = (p.N + cols - 1u) / cols;  // column groups
   let m0 = (t / no) * MR;
-  let n0 = (t % no) * (8u * NO);
+  let n0 = (t % no) * cols;
   if (m0 >= p.M) { return; }
   // Clamped W rows / x rows: tails compute duplicates that store() drops.
   let nl = vec4<u32>(p.N - 1u);
@@ -316,10 +361,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if NO == 4
   let n2 = quadCols(n0 + 8u, nl);
   let n3 = quadCols(n0 + 12u, nl);
+#if GATED
+  // Quads acc, acd, a2, a3: gate columns n0 .. n0 + 15; a4 .. a7: the same columns' up rows.
+  let upRows = vec4<u32>(p.N);
+  let n4 = na + upRows;
+  let n5 = nb + upRows;
+  let n6 = n2 + upRows;
+  let n7 = n3 + upRows;
+#else
   let n4 = quadCols(n0 + 16u, nl);
   let n5 = quadCols(n0 + 20u, nl);
   let n6 = quadCols(n0 + 24u, nl);
   let n7 = quadCols(n0 + 28u, nl);
+#endif
   let b2 = wbases(n2);
   let b3 = wbases(n3);
   let b4 = wbases(n4);
@@ -334,8 +388,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var a7 = mat4x4<f32>();
 #endif
   let nc = (p.K + 3u) / 4u;
+#if NORM
+  let inv = rowsInvRms(nc, xb);
+#endif
   for (var c = 0u; c < nc; c++) {
+#if NORM
+    let X = xnorm(xload(c, xb), inv, c);
+#else
     let X = xload(c, xb);
+#endif
     acc = step(acc, wquad(c, ba, na), X);
     acd = step(acd, wquad(c, bb, nb), X);
 #if NO == 4
@@ -348,6 +409,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
   }
 #endif
+#if GATED
+  // y = silu(gate) * up per output column (the activation kernel's vec4 expression).
+  for (var i = 0u; i < MR; i++) {
+    storeRow(m0 + i, n0, silu(acc[i]) * a4[i]);
+    storeRow(m0 + i, n0 + 4u, silu(acd[i]) * a5[i]);
+    storeRow(m0 + i, n0 + 8u, silu(a2[i]) * a6[i]);
+    storeRow(m0 + i, n0 + 12u, silu(a3[i]) * a7[i]);
+  }
+#else
   // Epilogue as a loop (dynamic indexing is fine once per invocation): unrolled, the 8·MR·NO
   // stores dominate SwiftShader's compile time.
 #if NO == 4
@@ -358,6 +428,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = 0u; i < MR; i++) {
     for (var h = 0u; h < 2u * NO; h++) { storeRow(m0 + i, n0 + 4u * h, res[h][i]); }
   }
+#endif
 }
 #endif
 

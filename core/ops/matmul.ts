@@ -41,6 +41,18 @@ export interface MatmulOptions {
    * into before the dispatch, so its reloads by every column group are texel loads. Bit-identical.
    */
   xTexture?: TextureBinding;
+  /**
+   * Fuse the input RMSNorm (texture weights only, see fusionApplies): x is the residual stream
+   * [M, K] and the kernel computes (x * rsqrt(mean(x²) + eps) * wn) · Wᵀ, bit-identical to
+   * rmsNorm into a buffer and then matmul. `offset4`: vec4 index of wn [K] in wTexture.
+   */
+  norm?: { offset4: number; eps: number };
+  /**
+   * SiLU-gated output (texture weights only): W is [2N, K] (gate rows, then up rows) and y is
+   * [M, N] = silu(x · Wgᵀ) * (x · Wuᵀ), bit-identical to matmul into gu and then the gated
+   * activation. No bias, no accumulation.
+   */
+  gated?: boolean;
 }
 
 /** Fewest rows for which copying x into a texture pays for the copy (prefill; decode rows stay in the buffer). */
@@ -52,13 +64,15 @@ const layout = uniformLayout([
   ['K', 'u32'], // columns of x and W (unpadded), in elements
   ['flags', 'u32'], // bit 0: add bias; bit 1: accumulate into y
 ] as const);
-/** The WTEX variant's layout: `layout` plus W's position in the weight texture. */
+/** The WTEX variant's layout: `layout` plus W's position in the weight texture and the fused norm's. */
 const texLayout = uniformLayout([
   ['M', 'u32'],
-  ['N', 'u32'],
+  ['N', 'u32'], // GATED: output columns (W has 2N rows)
   ['K', 'u32'],
   ['flags', 'u32'],
   ['w4', 'u32'], // vec4 index of W[0, 0] in the weight texture
+  ['eps', 'f32'], // NORM: RMSNorm epsilon
+  ['wn4', 'u32'], // NORM: vec4 index of the norm weight in the weight texture
 ] as const);
 
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
@@ -103,7 +117,13 @@ function cpuRows(M: number): number {
 /** Weight format as the shader sees it: f16n = native f16 loads (device has shader-f16). */
 export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0';
 
-/** Pipeline key and workgroup count for one call (pure; exported for tests and tools). */
+/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated). */
+export interface MatmulFusion {
+  norm?: boolean;
+  gated?: boolean;
+}
+
+/** Pipeline key and workgroup count for one call (pure; exported for tests and tools). N: output columns. */
 export function matmulPlan(
   wdt: MatmulWdt,
   M: number,
@@ -112,9 +132,11 @@ export function matmulPlan(
   variant: Variant,
   tex = false,
   xtex = false,
+  fuse: MatmulFusion = {},
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
+  if ((fuse.norm || fuse.gated) && !tex) throw new Error('matmulPlan: the fused norm and gated output need texture weights');
   let kind: 'cpu' | 'gemv' | 'tile';
   let MR: number;
   let WG: number;
@@ -125,7 +147,8 @@ export function matmulPlan(
     MR = cpuRows(M);
     WG = CPU_WG;
     NO = tex ? TEX_OCTETS : 1;
-    groups = ceilDiv(ceilDiv(N, 8 * NO) * ceilDiv(M, MR), WG); // MR rows × 8 NO columns per invocation
+    // MR rows × 8 NO columns per invocation (gated: 4 NO output columns, as many gate and up columns).
+    groups = ceilDiv(ceilDiv(N, (fuse.gated ? 4 : 8) * NO) * ceilDiv(M, MR), WG);
   } else if (M <= GEMV_MAX_M) {
     kind = 'gemv';
     MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
@@ -139,7 +162,7 @@ export function matmulPlan(
   }
   const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO };
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
-  const texDefines = { ...defines, WTEX: true, XTEX: xtex, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
+  const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
 }
 
@@ -148,14 +171,21 @@ export function texWeightsApply(wdt: MatmulWdt, K: number, variant: Variant): bo
   return variant === 'cpu' && wdt === 'f32' && K % 4 === 0;
 }
 
+/** Whether a call with W `w` may ask for MatmulOptions.norm / gated: where texture weights apply (f32 W, K % 4 == 0, cpu variant). */
+export function fusionApplies(w: Tensor, variant: Variant, hasTexture: boolean): boolean {
+  return hasTexture && w.dtype === 'f32' && w.shape.length === 2 && texWeightsApply('f32', w.shape[1]!, variant);
+}
+
 /** y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias). x, y f32. */
 export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: Tensor, opts: MatmulOptions = {}): Promise<void> {
   const { w, bias } = weight;
   if (w.shape.length !== 2) throw new Error(`matmul: weight must be [N, K], got [${w.shape.join(', ')}]`);
-  const [N, K] = w.shape as [number, number];
+  const [NW, K] = w.shape as [number, number];
   const xk = x.shape[x.shape.length - 1];
-  if (xk !== K) throw new Error(`matmul: x [${x.shape.join(', ')}] does not match weight [${N}, ${K}]`);
+  if (xk !== K) throw new Error(`matmul: x [${x.shape.join(', ')}] does not match weight [${NW}, ${K}]`);
   if (x.dtype !== 'f32' || y.dtype !== 'f32') throw new Error('matmul: x and y must be f32');
+  if (opts.gated && (NW % 2 !== 0 || bias || opts.accumulate)) throw new Error('matmul: a gated output needs W [2N, K], no bias and no accumulation');
+  const N = opts.gated ? NW / 2 : NW; // columns of y
   const M = numel(x.shape) / K;
   if (numel(y.shape) !== M * N || y.shape[y.shape.length - 1] !== N) {
     throw new Error(`matmul: y [${y.shape.join(', ')}] is not [${M}, ${N}]`);
@@ -175,11 +205,17 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   const variant = opts.variant ?? ctx.variant;
   const flags = (bias ? 1 : 0) | (opts.accumulate ? 2 : 0);
   const wt = opts.wTexture;
+  const fused = !!opts.norm || !!opts.gated;
+  if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
   if (wt && texWeightsApply(wdt, K, variant)) {
     const { width, height } = wt.binding.texture;
     const o = wt.offset4;
-    if (!Number.isInteger(o) || o < 0 || o + (N * K) / 4 > width * height || width !== WEIGHT_TEXTURE_WIDTH) {
-      throw new Error(`matmul: W [${N}, ${K}] at vec4 ${o} does not fit the ${width}x${height} weight texture`);
+    if (!Number.isInteger(o) || o < 0 || o + (NW * K) / 4 > width * height || width !== WEIGHT_TEXTURE_WIDTH) {
+      throw new Error(`matmul: W [${NW}, ${K}] at vec4 ${o} does not fit the ${width}x${height} weight texture`);
+    }
+    const nm = opts.norm;
+    if (nm && (!Number.isInteger(nm.offset4) || nm.offset4 < 0 || nm.offset4 + K / 4 > width * height)) {
+      throw new Error(`matmul: the norm weight [${K}] at vec4 ${nm.offset4} does not fit the weight texture`);
     }
     const xt = opts.xTexture;
     const useX = !!xt && M >= XTEX_MIN_ROWS;
@@ -189,9 +225,9 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
       if (x.offset % 16 !== 0) throw new Error('matmul: x must start 16-byte aligned to be copied into a texture');
       rec.copyToTexture(x.buffer, x.offset, (M * K) / 4, xt.texture, width);
     }
-    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX);
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX, { norm: !!nm, gated: !!opts.gated });
     const kernel = await ctx.pipelines.get(key);
-    rec.dispatch(kernel, { M, N, K, flags, w4: o }, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
+    rec.dispatch(kernel, { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0 }, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
     return;
   }
   const { key, groups } = matmulPlan(wdt, M, N, K, variant);

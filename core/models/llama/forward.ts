@@ -44,7 +44,7 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { matmul, type MatmulOptions } from '../../ops/matmul.ts';
+import { fusionApplies, matmul, type MatmulOptions } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -240,6 +240,18 @@ export class LlamaModel {
     return { wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
   }
 
+  /**
+   * The fused-norm option for the matmul of `next` that reads RMSNorm(x) * `norm`, or null when
+   * it does not apply (no weight texture, either weight outside it, or a gated matmul with a
+   * bias): the caller norms into h.
+   */
+  private normTex(norm: Tensor, next: { w: Tensor; bias?: Tensor }, gated = false): { offset4: number; eps: number } | null {
+    const mega = this.mega;
+    if (!mega?.texture || (gated && next.bias) || !fusionApplies(next.w, this.ctx.variant, true)) return null;
+    if (next.w.buffer !== mega.weights.buffer || norm.buffer !== mega.weights.buffer || norm.dtype !== 'f32' || norm.offset % 16 !== 0) return null;
+    return { offset4: norm.offset / 16, eps: this.cfg.rmsEps };
+  }
+
   /** Where the KV cache lives. */
   get kvStorage(): 'buffer' | 'texture' {
     return this.kvTextures ? 'texture' : 'buffer';
@@ -301,8 +313,14 @@ export class LlamaModel {
     }
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
-      await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
-      await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
+      // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them and
+      // the SiLU gate into the gate/up matmul: bit-identical, without h and gu in storage buffers.
+      const inNorm = this.normTex(L.inNorm, L.qkv);
+      if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm });
+      else {
+        await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
+        await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
+      }
       await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
         ...heads,
         theta: c.ropeTheta,
@@ -317,9 +335,13 @@ export class LlamaModel {
         ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
       });
       await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
-      await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
-      await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
-      await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
+      const postNorm = this.normTex(L.postNorm, L.gu, true);
+      if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
+      else {
+        await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
+        await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
+        await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
+      }
       await matmul(rec, a, L.down, x, { accumulate: true, ...this.wtex(L.down) });
     }
     if (R === 0) return null;
