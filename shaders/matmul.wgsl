@@ -27,10 +27,18 @@
 //          silu(x · Wgᵀ) * (x · Wuᵀ) as activation.wgsl's gated silu: 16 output columns per
 //          invocation (16 gate + 16 up columns share each x chunk), no gu buffer. No bias or
 //          accumulation.
+//   ROPE = (WTEX, NO 4) W is the fused qkv projection [(nH + 2 nKv) hd, K] and the epilogue
+//          is rope_kv_write's (half-split pairs, full rotary, no q/k norm, f32 KV in r32float
+//          textures): q heads rotated into y (the qkv rows: attention reads q there), k heads
+//          rotated and v heads as computed stored at slots[m] of the layer's cache region
+//          (k and v columns of y are left unwritten). An invocation owns 4 rotation-pair quads:
+//          columns 4j.. and hd/2 + 4j.. of a head, so each pair's two elements are its own.
 //   MR, WG: rows per invocation / per workgroup; workgroup size.
 // Params: M, N, K in elements (GATED: N output columns, W has 2N rows); flags bit 0 = add bias,
 //   bit 1 = accumulate into y; w4 (WTEX only) = vec4 index of W[0, 0] in the texture;
-//   eps, wn4 (NORM only) = RMSNorm epsilon and the vec4 index of its weight in the texture.
+//   eps, wn4 (NORM only) = RMSNorm epsilon and the vec4 index of its weight in the texture;
+//   hd, nH, nKv, kvBase4 (ROPE only) = head dim, q and kv heads, vec4 index of the layer's region
+//   in the KV textures.
 // Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
 #if WDT == f16n
 enable f16;
@@ -73,6 +81,14 @@ const TW_LOG2: u32 = {{TW_LOG2}}u;
 #else
 @group(0) @binding(3) var<storage, read> bias: array<f32>;        // [N] (dummy when flags bit 0 is clear)
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;     // [M, N]
+#endif
+#if ROPE
+@group(0) @binding(5) var<storage, read> positions: array<u32>;   // [M] absolute positions
+@group(0) @binding(6) var<storage, read> slots: array<u32>;       // [M] cache slots (0xffffffff: not stored)
+@group(0) @binding(7) var<storage, read> invFreq: array<f32>;     // [hd / 2] radians per position
+// f32 KV rows in r32float textures (core/ops/kv_write.ts KvTexture): float f at (f % 4096, f / 4096).
+@group(0) @binding(8) var cacheK: texture_storage_2d<r32float, read_write>;
+@group(0) @binding(9) var cacheV: texture_storage_2d<r32float, read_write>;
 #endif
 
 // ---- element access: callers hoist row bases (xbase / wbase) out of their K loops ----
@@ -229,6 +245,74 @@ fn xnorm(X: mat4x4<f32>, inv: vec4<f32>, c: u32) -> mat4x4<f32> {
 }
 #endif
 
+#if ROPE
+#include _sincos
+
+// Stores vec4 d of the cache row at vec4 index r (layer region at p.kvBase4) into a KV texture
+// (_kv_texture's layout; k and v come from different invocations here, so one at a time).
+fn kvTexel(r: u32, d: u32) -> vec2<u32> {
+  let f = 4u * (p.kvBase4 + r + d);
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+fn stK(r: u32, d: u32, v: vec4<f32>) {
+  let c = kvTexel(r, d);
+  for (var i = 0u; i < 4u; i++) { textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
+}
+fn stV(r: u32, d: u32, v: vec4<f32>) {
+  let c = kvTexel(r, d);
+  for (var i = 0u; i < 4u; i++) { textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
+}
+
+// Rotation pair quad `t` of row m: lo = elements 4j..4j+3 of head h, hi = the same + hd / 2
+// (t = h * hd / 8 + j), as computed (+ bias). rope.wgsl's rotate() per element, then q to y,
+// k and v to the cache as rope_kv_write stores them.
+fn ropePair(m: u32, t: u32, lo: vec4<f32>, hi: vec4<f32>) {
+  let hp = p.hd / 8u;  // pair quads per head
+  let h = t / hp;
+  let j = t % hp;
+  if (m >= p.M || h >= p.nH + 2u * p.nKv) { return; }
+  let c0 = h * p.hd + 4u * j;
+  let c1 = c0 + p.hd / 2u;
+  var x0 = lo;
+  var x1 = hi;
+  if ((p.flags & 1u) != 0u) {
+    x0 += vec4<f32>(bias[c0], bias[c0 + 1u], bias[c0 + 2u], bias[c0 + 3u]);
+    x1 += vec4<f32>(bias[c1], bias[c1 + 1u], bias[c1 + 2u], bias[c1 + 3u]);
+  }
+  let slot = slots[m];
+  let hd4 = p.hd / 4u;
+  if (h >= p.nH + p.nKv) {  // v head: stored as computed
+    if (slot != 0xffffffffu) {
+      let row = (slot * p.nKv + h - p.nH - p.nKv) * hd4;
+      stV(row, j, x0);
+      stV(row, hd4 / 2u + j, x1);
+    }
+    return;
+  }
+  let pos = f32(positions[m]);
+  var cs = vec4<f32>(0.0);
+  var sn = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    let sc = sincos(pos * invFreq[4u * j + e]);
+    cs[e] = sc.y;
+    sn[e] = sc.x;
+  }
+  let y0 = x0 * cs - x1 * sn;
+  let y1 = x1 * cs + x0 * sn;
+  if (h < p.nH) {
+    let o = m * p.N;
+    for (var e = 0u; e < 4u; e++) {
+      y[o + c0 + e] = y0[e];
+      y[o + c1 + e] = y1[e];
+    }
+  } else if (slot != 0xffffffffu) {
+    let row = (slot * p.nKv + h - p.nH) * hd4;
+    stK(row, j, y0);
+    stK(row, hd4 / 2u + j, y1);
+  }
+}
+#endif
+
 #if GATED
 // activation.wgsl's silu.
 fn silu(v: vec4<f32>) -> vec4<f32> {
@@ -287,6 +371,15 @@ fn quadCols(n: u32, nl: vec4<u32>) -> vec4<u32> {
   return min(vec4<u32>(n) + vec4<u32>(0u, 1u, 2u, 3u), nl);
 }
 
+#if ROPE
+// W rows (qkv columns) of rotation-pair quad t: 4j.. of head t / (hd / 8), or (hi) hd / 2 + 4j..
+fn pairCols(t: u32, hi: bool, nl: vec4<u32>) -> vec4<u32> {
+  let hp = p.hd / 8u;
+  let c = (t / hp) * p.hd + 4u * (t % hp) + select(0u, p.hd / 2u, hi);
+  return min(vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u), nl);
+}
+#endif
+
 fn wbases(n: vec4<u32>) -> vec4<u32> {
   return vec4<u32>(wbase(n.x), wbase(n.y), wbase(n.z), wbase(n.w));
 }
@@ -294,6 +387,12 @@ fn wbases(n: vec4<u32>) -> vec4<u32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = (wid.x + wid.y * 65535u) * WG + lid;
+#if ROPE
+  let no = ((p.nH + 2u * p.nKv) * (p.hd / 8u) + 3u) / 4u;  // groups of 4 rotation-pair quads
+  let m0 = (t / no) * MR;
+  let t0 = (t % no) * 4u;  // first pair quad
+  let n0 = 0u;
+#else
 #if GATED
   let cols = 4u * NO;  // output columns per invocation: as many gate and up columns
 #else
@@ -302,11 +401,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let no = (p.N + cols - 1u) / cols;  // column groups
   let m0 = (t / no) * MR;
   let n0 = (t % no) * cols;
+#endif
   if (m0 >= p.M) { return; }
   // Clamped W rows / x rows: tails compute duplicates that store() drops.
   let nl = vec4<u32>(p.N - 1u);
+#if ROPE
+  // Quads (lo, hi) of pair quads t0 .. t0 + 3 (past the last: re-read it, ropePair drops them).
+  let na = pairCols(t0, false, nl);
+  let nb = pairCols(t0, true, nl);
+#else
   let na = min(vec4<u32>(n0) + vec4<u32>(0u, 1u, 2u, 3u), nl);
   let nb = min(vec4<u32>(n0) + vec4<u32>(4u, 5u, 6u, 7u), nl);
+#endif
   let ba = wbases(na);
   let bb = wbases(nb);
   let ml = p.M - 1u;
@@ -359,16 +465,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Octets 1..3 of NO = 4 (texture weights only): quad q = columns n0 + 4q .. n0 + 4q + 3, each
   // with the same fma chain per column as quads a, b (bit-identical to NO = 1).
 #if NO == 4
+#if ROPE
+  let n2 = pairCols(t0 + 1u, false, nl);
+  let n3 = pairCols(t0 + 1u, true, nl);
+  let n4 = pairCols(t0 + 2u, false, nl);
+  let n5 = pairCols(t0 + 2u, true, nl);
+  let n6 = pairCols(t0 + 3u, false, nl);
+  let n7 = pairCols(t0 + 3u, true, nl);
+#elif GATED
+  // Quads acc, acd, a2, a3: gate columns n0 .. n0 + 15; a4 .. a7: the same columns' up rows.
   let n2 = quadCols(n0 + 8u, nl);
   let n3 = quadCols(n0 + 12u, nl);
-#if GATED
-  // Quads acc, acd, a2, a3: gate columns n0 .. n0 + 15; a4 .. a7: the same columns' up rows.
   let upRows = vec4<u32>(p.N);
   let n4 = na + upRows;
   let n5 = nb + upRows;
   let n6 = n2 + upRows;
   let n7 = n3 + upRows;
 #else
+  let n2 = quadCols(n0 + 8u, nl);
+  let n3 = quadCols(n0 + 12u, nl);
   let n4 = quadCols(n0 + 16u, nl);
   let n5 = quadCols(n0 + 20u, nl);
   let n6 = quadCols(n0 + 24u, nl);
@@ -409,7 +524,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
   }
 #endif
-#if GATED
+#if ROPE
+  for (var i = 0u; i < MR; i++) {
+    ropePair(m0 + i, t0, acc[i], acd[i]);
+    ropePair(m0 + i, t0 + 1u, a2[i], a3[i]);
+    ropePair(m0 + i, t0 + 2u, a4[i], a5[i]);
+    ropePair(m0 + i, t0 + 3u, a6[i], a7[i]);
+  }
+#elif GATED
   // y = silu(gate) * up per output column (the activation kernel's vec4 expression).
   for (var i = 0u; i < MR; i++) {
     storeRow(m0 + i, n0, silu(acc[i]) * a4[i]);

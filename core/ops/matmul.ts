@@ -13,6 +13,7 @@ import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
 import { numel, QK, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
+import type { KvTexture } from './kv_write.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 
@@ -53,6 +54,28 @@ export interface MatmulOptions {
    * activation. No bias, no accumulation.
    */
   gated?: boolean;
+  /**
+   * rope_kv_write as the epilogue (texture weights only): W is the fused qkv projection and y
+   * the qkv rows [M, (nH + 2 nKv) hd]; q heads are rotated into y, k heads rotated and v heads
+   * stored into the KV textures at `slots` (k and v columns of y are not written). Half-split
+   * pairs over the whole head, no q/k norm, f32 KV in textures, hd % 8 == 0
+   * (see ropeFusionApplies). Bit-identical to matmul then ropeKvWrite for what attention reads.
+   */
+  rope?: MatmulRope;
+}
+
+export interface MatmulRope {
+  /** [M] u32 absolute positions. */
+  positions: Tensor;
+  /** [M] u32 cache slots (NO_SLOT: not stored). */
+  slots: Tensor;
+  /** [hd / 2] f32 radians per position (rope.ts invFreqTensor). */
+  invFreq: Tensor;
+  cacheK: KvTexture;
+  cacheV: KvTexture;
+  headDim: number;
+  qHeads: number;
+  kvHeads: number;
 }
 
 /** Fewest rows for which copying x into a texture pays for the copy (prefill; decode rows stay in the buffer). */
@@ -73,6 +96,10 @@ const texLayout = uniformLayout([
   ['w4', 'u32'], // vec4 index of W[0, 0] in the weight texture
   ['eps', 'f32'], // NORM: RMSNorm epsilon
   ['wn4', 'u32'], // NORM: vec4 index of the norm weight in the weight texture
+  ['hd', 'u32'], // ROPE: head dim, in elements
+  ['nH', 'u32'], // ROPE: q heads
+  ['nKv', 'u32'], // ROPE: kv heads
+  ['kvBase4', 'u32'], // ROPE: vec4 index of the layer's region in the KV textures
 ] as const);
 
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
@@ -121,6 +148,8 @@ export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0';
 export interface MatmulFusion {
   norm?: boolean;
   gated?: boolean;
+  /** With rope: the number of rotation-pair quads, (nH + 2 nKv) · hd / 8. */
+  ropePairs?: number;
 }
 
 /** Pipeline key and workgroup count for one call (pure; exported for tests and tools). N: output columns. */
@@ -136,7 +165,7 @@ export function matmulPlan(
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
-  if ((fuse.norm || fuse.gated) && !tex) throw new Error('matmulPlan: the fused norm and gated output need texture weights');
+  if ((fuse.norm || fuse.gated || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm, gated output and rope need texture weights');
   let kind: 'cpu' | 'gemv' | 'tile';
   let MR: number;
   let WG: number;
@@ -148,7 +177,9 @@ export function matmulPlan(
     WG = CPU_WG;
     NO = tex ? TEX_OCTETS : 1;
     // MR rows × 8 NO columns per invocation (gated: 4 NO output columns, as many gate and up columns).
-    groups = ceilDiv(ceilDiv(N, (fuse.gated ? 4 : 8) * NO) * ceilDiv(M, MR), WG);
+    // (rope: 4 rotation-pair quads, i.e. 32 qkv columns, per invocation.)
+    const colGroups = fuse.ropePairs ? ceilDiv(fuse.ropePairs, 4) : ceilDiv(N, (fuse.gated ? 4 : 8) * NO);
+    groups = ceilDiv(colGroups * ceilDiv(M, MR), WG);
   } else if (M <= GEMV_MAX_M) {
     kind = 'gemv';
     MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
@@ -162,13 +193,22 @@ export function matmulPlan(
   }
   const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO };
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
-  const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
+  const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
 }
 
 /** Whether MatmulOptions.wTexture is used for this call (else W is read from its buffer). */
 export function texWeightsApply(wdt: MatmulWdt, K: number, variant: Variant): boolean {
   return variant === 'cpu' && wdt === 'f32' && K % 4 === 0;
+}
+
+/** Why MatmulOptions.rope cannot apply to a qkv projection with N columns over K (null: it can). */
+export function ropeFusionProblem(r: Pick<MatmulRope, 'headDim' | 'qHeads' | 'kvHeads' | 'cacheK' | 'cacheV'>, N: number, K: number): string | null {
+  if (r.headDim % 8 !== 0) return `head dim ${r.headDim} is not a multiple of 8`;
+  if ((r.qHeads + 2 * r.kvHeads) * r.headDim !== N) return `${N} columns are not ${r.qHeads} q + 2 x ${r.kvHeads} kv heads of ${r.headDim}`;
+  if (r.cacheK.base4 !== r.cacheV.base4) return 'the K and V regions start at different texels';
+  if (K % 4 !== 0) return `K = ${K} is not a multiple of 4`;
+  return null;
 }
 
 /** Whether a call with W `w` may ask for MatmulOptions.norm / gated: where texture weights apply (f32 W, K % 4 == 0, cpu variant). */
@@ -205,7 +245,12 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   const variant = opts.variant ?? ctx.variant;
   const flags = (bias ? 1 : 0) | (opts.accumulate ? 2 : 0);
   const wt = opts.wTexture;
-  const fused = !!opts.norm || !!opts.gated;
+  const fused = !!opts.norm || !!opts.gated || !!opts.rope;
+  const rp = opts.rope;
+  if (rp) {
+    const why = ropeFusionProblem(rp, N, K);
+    if (why || opts.gated || opts.accumulate) throw new Error(`matmul: cannot fuse rope: ${why ?? 'not with a gated or accumulated output'}`);
+  }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
   if (wt && texWeightsApply(wdt, K, variant)) {
     const { width, height } = wt.binding.texture;
@@ -225,9 +270,12 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
       if (x.offset % 16 !== 0) throw new Error('matmul: x must start 16-byte aligned to be copied into a texture');
       rec.copyToTexture(x.buffer, x.offset, (M * K) / 4, xt.texture, width);
     }
-    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX, { norm: !!nm, gated: !!opts.gated });
+    const ropePairs = rp ? ((rp.qHeads + 2 * rp.kvHeads) * rp.headDim) / 8 : 0;
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX, { norm: !!nm, gated: !!opts.gated, ropePairs });
     const kernel = await ctx.pipelines.get(key);
-    rec.dispatch(kernel, { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0 }, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y], grid1d(groups));
+    const params = { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0, kvBase4: rp?.cacheK.base4 ?? 0 };
+    const ropeBound = rp ? [rp.positions, rp.slots, rp.invFreq, rp.cacheK, rp.cacheV] : [];
+    rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
   const { key, groups } = matmulPlan(wdt, M, N, K, variant);

@@ -4,7 +4,9 @@
  * texture region of the layer, copied back, equals the buffer byte for byte, untouched rows
  * included) and attention reads them into exactly the same output — on a layer region that
  * does not start at texel 0 (base4 != 0), with GQA, a sliding window and a NO_SLOT token, for
- * both kernel variants. q8 caches in textures are refused.
+ * both kernel variants. q8 caches in textures are refused. The qkv matmul with the rope
+ * epilogue (MatmulOptions.rope) leaves the same q columns and the same cache texels as the
+ * matmul followed by ropeKvWrite.
  */
 import { describe, expect, it } from 'vitest';
 import type { GpuContext } from '../../core/gpu/context.ts';
@@ -12,7 +14,10 @@ import type { Tensor } from '../../core/gpu/tensor.ts';
 import { attention } from '../../core/ops/attention.ts';
 import { createR32Texture, KV_TEXTURE_WIDTH, NO_SLOT, type KvTexture } from '../../core/ops/kv_write.ts';
 import { ropeKvWrite } from '../../core/ops/rope_kv_write.ts';
-import { BACKEND_VARIANTS, gpuFor, randn, rng } from '../helpers/gpu.ts';
+import { BACKEND_VARIANTS, gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
+import { stagingTexture, weightTexture } from '../../core/ops/decode_megakernel.ts';
+import { matmul, ropeFusionProblem, XTEX_MIN_ROWS } from '../../core/ops/matmul.ts';
+import { invFreqTensor } from '../../core/ops/rope.ts';
 
 interface Case {
   name: string;
@@ -126,5 +131,84 @@ describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, varia
     for (const t of [tp, ts, tseq, tbt, bk, bv, tx]) t.buffer.destroy();
     k.texture.destroy();
     v.texture.destroy();
+  });
+});
+
+describe.each(TEST_BACKENDS)('qkv matmul with the rope epilogue on %s', (backend) => {
+  const FUSED: (Case & { K: number; bias?: boolean })[] = [
+    { ...CASES[0]!, K: 64 },
+    { ...CASES[1]!, K: 20, bias: true },
+    { name: 'prefill-sized, hd 8, staged x', T: 40, nH: 4, nKv: 2, hd: 8, K: 16, bias: true },
+  ];
+  it.each(FUSED)('$name: same q columns and cache texels as matmul + ropeKvWrite', async (c) => {
+    const ctx = await gpuFor(backend);
+    const N = (c.nH + 2 * c.nKv) * c.hd;
+    const seed = c.T * 101 + c.K;
+    const x = randn(c.T * c.K, seed, 2);
+    const w = randn(N * c.K, seed + 1, 0.3);
+    const b = randn(N, seed + 2);
+    // Positions 3.. (a prefix already cached), slots scattered, the last token stored nowhere.
+    const pos = Uint32Array.from({ length: c.T }, (_, t) => 3 + t);
+    const slots = Uint32Array.from({ length: c.T }, (_, t) => (t * 7 + 5) % (2 * c.T));
+    slots[c.T - 1] = NO_SLOT;
+    const floats = 2 * c.T * c.nKv * c.hd;
+    const gap = 4 * 64;
+    const noise = randn(gap + floats, seed + 3);
+    const buf = ctx.tensor(w, [N, c.K], 'f32');
+    const tex = weightTexture(ctx, buf.buffer, w.byteLength)!;
+    const xs = stagingTexture(ctx, (c.T * c.K) / 4)!;
+    const tx = ctx.tensor(x, [c.T, c.K], 'f32');
+    const tb = ctx.tensor(b, [N], 'f32');
+    const tp = ctx.tensor(pos, [c.T], 'u32');
+    const ts = ctx.tensor(slots, [c.T], 'u32');
+    const caches = (): [KvTexture, KvTexture] => {
+      const pair = [createR32Texture(ctx, gap + floats, 'k'), createR32Texture(ctx, gap + floats, 'v')].map((t, i) => {
+        const all = new Float32Array(t!.texture.height * KV_TEXTURE_WIDTH);
+        all.set(i ? noise.map((a) => -a) : noise);
+        ctx.device.queue.writeTexture({ texture: t!.texture }, all, { bytesPerRow: KV_TEXTURE_WIDTH * 4 }, [KV_TEXTURE_WIDTH, t!.texture.height]);
+        return { ...t!, base4: gap / 4 };
+      });
+      return [pair[0]!, pair[1]!];
+    };
+    const [rk, rv] = caches();
+    const [fk, fv] = caches();
+    const want = ctx.tensor(new Float32Array(c.T * N), [c.T, N], 'f32');
+    const got = ctx.tensor(new Float32Array(c.T * N), [c.T, N], 'f32');
+    const weight = { w: buf, ...(c.bias ? { bias: tb } : {}) };
+    const opts = { variant: 'cpu' as const, wTexture: { binding: tex, offset4: 0 }, xTexture: xs };
+    const heads = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd };
+    expect(ropeFusionProblem({ ...heads, cacheK: fk, cacheV: fv }, N, c.K)).toBeNull();
+    const rec = ctx.recorder();
+    let copies = 0;
+    const copy = rec.copyToTexture.bind(rec);
+    rec.copyToTexture = (...args) => {
+      copies++;
+      copy(...args);
+    };
+    await matmul(rec, tx, weight, want, opts);
+    await ropeKvWrite(rec, want, tp, ts, rk, rv, { tokens: c.T, ...heads, rowStride: N, theta: 10000, style: 'half', variant: 'cpu' });
+    const before = rec.dispatches;
+    const invFreq = invFreqTensor(ctx, { headDim: c.hd, theta: 10000 });
+    await matmul(rec, tx, weight, got, { ...opts, rope: { positions: tp, slots: ts, invFreq, cacheK: fk, cacheV: fv, ...heads } });
+    expect(rec.dispatches - before).toBe(1);
+    const [gw, gg] = [rec.readback(want), rec.readback(got)];
+    rec.submit();
+    const [a, g] = [new Float32Array(await gw), new Float32Array(await gg)];
+    const q = (y: Float32Array): number[] => Array.from({ length: c.T }, (_, t) => Array.from(y.subarray(t * N, t * N + c.nH * c.hd))).flat();
+    expect(q(g)).toEqual(q(a));
+    expect(q(a).some((v) => v !== 0)).toBe(true);
+    for (const [r, f] of [[rk, fk], [rv, fv]] as const) {
+      const all = gap + floats;
+      expect(Array.from(await readTexture(ctx, f, 0, all))).toEqual(Array.from(await readTexture(ctx, r, 0, all)));
+    }
+    expect(copies).toBe(c.T >= XTEX_MIN_ROWS ? 2 : 0); // x staged in a texture for prefill-sized steps
+    // Shapes the epilogue does not take.
+    expect(ropeFusionProblem({ ...heads, headDim: 12, cacheK: fk, cacheV: fv }, (c.nH + 2 * c.nKv) * 12, c.K)).toMatch(/multiple of 8/);
+    expect(ropeFusionProblem({ ...heads, cacheK: fk, cacheV: { ...fv, base4: 0 } }, N, c.K)).toMatch(/different texels/);
+    const r2 = ctx.recorder();
+    await expect(matmul(r2, tx, weight, got, { ...opts, rope: { positions: tp, slots: ts, invFreq, cacheK: fk, cacheV: fv, ...heads, kvHeads: c.nKv + 1 } })).rejects.toThrow(/cannot fuse rope/);
+    r2.submit();
+    for (const t of [buf, tx, tb, tp, ts, want, got]) t.buffer.destroy();
+    for (const t of [tex, xs, rk, rv, fk, fv]) t.texture.destroy();
   });
 });

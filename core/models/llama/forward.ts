@@ -44,7 +44,7 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { fusionApplies, matmul, type MatmulOptions } from '../../ops/matmul.ts';
+import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -252,6 +252,20 @@ export class LlamaModel {
     return { offset4: norm.offset / 16, eps: this.cfg.rmsEps };
   }
 
+  /**
+   * The fused rope + KV store for layer l's qkv matmul (MatmulOptions.rope), or null when the
+   * cache is not in textures or the head shape does not allow it (ropeFusionProblem).
+   */
+  private ropeTex(rec: Recorder, l: number, positions: Tensor, slots: Tensor): MatmulRope | null {
+    const k = this.cacheK[l]!;
+    const v = this.cacheV[l]!;
+    if (!isKvTexture(k) || !isKvTexture(v)) return null;
+    const c = this.cfg;
+    const r = { positions, slots, cacheK: k, cacheV: v, headDim: c.headDim, qHeads: c.heads, kvHeads: c.kvHeads };
+    if (ropeFusionProblem(r, this.qkvCols, c.hiddenSize)) return null;
+    return { ...r, invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }) };
+  }
+
   /** Where the KV cache lives. */
   get kvStorage(): 'buffer' | 'texture' {
     return this.kvTextures ? 'texture' : 'buffer';
@@ -313,21 +327,25 @@ export class LlamaModel {
     }
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
-      // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them and
-      // the SiLU gate into the gate/up matmul: bit-identical, without h and gu in storage buffers.
+      // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them, rope
+      // and the KV store into the qkv matmul, and the SiLU gate into the gate/up matmul:
+      // bit-identical, without h, k, v and gu in storage buffers.
       const inNorm = this.normTex(L.inNorm, L.qkv);
-      if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm });
+      const rope = inNorm && !(L.qNorm && L.kNorm) ? this.ropeTex(rec, l, positions, slots) : null;
+      if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm, ...(rope ? { rope } : {}) });
       else {
         await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
       }
-      await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
-        ...heads,
-        theta: c.ropeTheta,
-        style: 'half',
-        ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
-        ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
-      });
+      if (!rope) {
+        await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
+          ...heads,
+          theta: c.ropeTheta,
+          style: 'half',
+          ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
+          ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
+        });
+      }
       await attention(rec, qkv, this.cacheK[l]!, this.cacheV[l]!, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, {
         ...heads,
         blockSize: this.geo.blockSize,
