@@ -1,8 +1,20 @@
 // Part of attention.wgsl, rope.wgsl and decode_megakernel.wgsl (#include _kv_texture): access to
-// an f32 KV cache held in r32float textures `cacheK` / `cacheV` (core/ops/kv_write.ts
-// KvTexture), float f at texel (f % 4096, f / 4096). The includer defines kvBase4(): the vec4
+// a KV cache held in textures `cacheK` / `cacheV` (core/ops/kv_write.ts KvTexture): f32 caches
+// in r32float, float f at texel (f % 4096, f / 4096); q8 caches (Q8) in r32uint, word w there. The includer defines kvBase4(): the vec4
 // index where the addressed region starts (a layer's region, or 0 when rows carry it).
 
+#if Q8
+// q8 caches: u32 words (4 int8 codes, or a row's f32 scale) in r32uint textures, word w of the
+// buffer layout (the region from word 4 kvBase4()) at texel (w % 4096, w / 4096).
+fn kvWord(w: u32) -> vec2<u32> {
+  let f = 4u * kvBase4() + w;
+  return vec2<u32>(f & 4095u, f >> 12u);
+}
+fn kwK(w: u32) -> u32 { return textureLoad(cacheK, kvWord(w)).x; }
+fn kwV(w: u32) -> u32 { return textureLoad(cacheV, kvWord(w)).x; }
+fn swK(w: u32, v: u32) { textureStore(cacheK, kvWord(w), vec4<u32>(v)); }
+fn swV(w: u32, v: u32) { textureStore(cacheV, kvWord(w), vec4<u32>(v)); }
+#else
 // Texel of vec4 d of the cache row at vec4 index r.
 fn kvAt(r: u32, d: u32) -> vec2<u32> {
   let f = 4u * (kvBase4() + r + d);
@@ -24,3 +36,4 @@ fn stKV(r: u32, d: u32, k: vec4<f32>, v: vec4<f32>) {
     textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
   }
 }
+#endif

@@ -6,10 +6,17 @@
 fn codes(w: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }
-fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
-fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
-fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd / 4u]); }
-fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd / 4u]); }
+#if !KV_TEX
+fn kwK(w: u32) -> u32 { return cacheK[w]; }
+fn kwV(w: u32) -> u32 { return cacheV[w]; }
+fn swK(w: u32, v: u32) { cacheK[w] = v; }
+fn swV(w: u32, v: u32) { cacheV[w] = v; }
+#endif
+// (kwK / kwV / swK / swV from _kv_texture with KV_TEX.)
+fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(kwK(r + d)); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(kwV(r + d)); }
+fn scK(r: u32) -> f32 { return bitcast<f32>(kwK(r + p.hd / 4u)); }
+fn scV(r: u32) -> f32 { return bitcast<f32>(kwV(r + p.hd / 4u)); }
 #elif KV_TEX
 // ldK / ldV: _kv_texture, included by the main file.
 #else

@@ -52,11 +52,11 @@ fn storeKv(slot: u32, kvh: u32, kb: u32, vb: u32, kvOff: u32) {
   let ik = select(0.0, 1.0 / sc.x, sc.x > 0.0);
   let iv = select(0.0, 1.0 / sc.y, sc.y > 0.0);
   for (var d = 0u; d < hd4; d++) {
-    cacheK[dst + d] = pack8(ld4(kb + 4u * d), ik);
-    cacheV[dst + d] = pack8(ld4(vb + 4u * d), iv);
+    swK(dst + d, pack8(ld4(kb + 4u * d), ik));
+    swV(dst + d, pack8(ld4(vb + 4u * d), iv));
   }
-  cacheK[dst + hd4] = bitcast<u32>(sc.x);
-  cacheV[dst + hd4] = bitcast<u32>(sc.y);
+  swK(dst + hd4, bitcast<u32>(sc.x));
+  swV(dst + hd4, bitcast<u32>(sc.y));
 #elif KV_TEX
   let dst = kvOff + (slot * p.nKv + kvh) * hd4;
   for (var d = 0u; d < hd4; d++) { stKV(dst, d, ld4(kb + 4u * d), ld4(vb + 4u * d)); }

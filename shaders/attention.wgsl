@@ -20,7 +20,11 @@
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // [tokens, rowStride/4] (q heads at column 0)
-#if KV_TEX
+#if KV_TEX && Q8
+// q8 rows in r32uint textures (core/ops/kv_write.ts KvTexture): u32 word w at (w % 4096, w / 4096).
+@group(0) @binding(2) var cacheK: texture_storage_2d<r32uint, read_write>;
+@group(0) @binding(3) var cacheV: texture_storage_2d<r32uint, read_write>;
+#elif KV_TEX
 // f32 rows in r32float textures (core/ops/kv_write.ts KvTexture): float f at (f % 4096, f / 4096).
 @group(0) @binding(2) var cacheK: texture_storage_2d<r32float, read_write>;
 @group(0) @binding(3) var cacheV: texture_storage_2d<r32float, read_write>;
@@ -60,11 +64,19 @@ fn capped4(x: vec4<f32>) -> vec4<f32> {
 fn codes(w: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }
+#if KV_TEX
+// Cache rows r are word indices within the layer, whose region starts at word 4 p.kvBase4.
+fn kvBase4() -> u32 { return p.kvBase4; }
+#include _kv_texture
+#else
+fn kwK(w: u32) -> u32 { return cacheK[w]; }
+fn kwV(w: u32) -> u32 { return cacheV[w]; }
+#endif
 // Element vec4 d of the row starting at r (codes, not yet scaled), and the row's scale.
-fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(cacheK[r + d]); }
-fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(cacheV[r + d]); }
-fn scK(r: u32) -> f32 { return bitcast<f32>(cacheK[r + p.hd4]); }
-fn scV(r: u32) -> f32 { return bitcast<f32>(cacheV[r + p.hd4]); }
+fn ldK(r: u32, d: u32) -> vec4<f32> { return codes(kwK(r + d)); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return codes(kwV(r + d)); }
+fn scK(r: u32) -> f32 { return bitcast<f32>(kwK(r + p.hd4)); }
+fn scV(r: u32) -> f32 { return bitcast<f32>(kwV(r + p.hd4)); }
 #elif KV_TEX
 // Cache rows r are vec4 indices within the layer, whose region starts at vec4 p.kvBase4.
 fn kvBase4() -> u32 { return p.kvBase4; }

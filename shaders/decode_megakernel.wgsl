@@ -35,7 +35,11 @@
 #endif
 @group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots [seqs]; block tables [seqs, maxBlocks]
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;         // [headDim / 2] radians per position
-#if KV_TEX
+#if KV_TEX && Q8
+// q8 rows in r32uint textures (core/ops/kv_write.ts KvTexture), all layers: u32 word w at (w % 4096, w / 4096).
+@group(0) @binding(4) var cacheK: texture_storage_2d<r32uint, read_write>;
+@group(0) @binding(5) var cacheV: texture_storage_2d<r32uint, read_write>;
+#elif KV_TEX
 // f32 rows in r32float textures (core/ops/kv_write.ts KvTexture), all layers: float f at (f % 4096, f / 4096).
 @group(0) @binding(4) var cacheK: texture_storage_2d<r32float, read_write>;
 @group(0) @binding(5) var cacheV: texture_storage_2d<r32float, read_write>;

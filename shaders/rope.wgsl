@@ -22,7 +22,11 @@
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [rotHalf] f32 radians per position
 #if KV
 @group(0) @binding(4) var<storage, read> slots: array<u32>;      // [tokens] u32 cache slot per token
-#if KV_TEX
+#if KV_TEX && Q8
+// q8 rows in r32uint textures (core/ops/kv_write.ts KvTexture): u32 word w at (w % 4096, w / 4096).
+@group(0) @binding(5) var cacheK: texture_storage_2d<r32uint, read_write>;
+@group(0) @binding(6) var cacheV: texture_storage_2d<r32uint, read_write>;
+#elif KV_TEX
 // f32 rows in r32float textures (core/ops/kv_write.ts KvTexture): float f at (f % 4096, f / 4096).
 @group(0) @binding(5) var cacheK: texture_storage_2d<r32float, read_write>;
 @group(0) @binding(6) var cacheV: texture_storage_2d<r32float, read_write>;
@@ -98,6 +102,10 @@ fn ld4(i: u32) -> vec4<f32> {
 }
 
 #if Q8
+#if !KV_TEX
+fn swK(w: u32, v: u32) { cacheK[w] = v; }
+fn swV(w: u32, v: u32) { cacheV[w] = v; }
+#endif
 // Four int8 codes round(x * inv), clamped to +-127, packed into one word (x.b in byte b).
 fn pack8(x: vec4<f32>, inv: f32) -> u32 {
   let q = clamp(vec4<i32>(round(x * inv)), vec4<i32>(-127), vec4<i32>(127));
@@ -125,12 +133,12 @@ fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32, sc: ve
   let ik = select(0.0, 1.0 / sc.x, sc.x > 0.0);
   let iv = select(0.0, 1.0 / sc.y, sc.y > 0.0);
   for (var d = start; d < hd4; d += step) {
-    cacheK[dst + d] = pack8(ld4(kb + 4u * d), ik);
-    cacheV[dst + d] = pack8(ld4(vb + 4u * d), iv);
+    swK(dst + d, pack8(ld4(kb + 4u * d), ik));
+    swV(dst + d, pack8(ld4(vb + 4u * d), iv));
   }
   if (start == 0u) {
-    cacheK[dst + hd4] = bitcast<u32>(sc.x);
-    cacheV[dst + hd4] = bitcast<u32>(sc.y);
+    swK(dst + hd4, bitcast<u32>(sc.x));
+    swV(dst + hd4, bitcast<u32>(sc.y));
   }
 }
 #else

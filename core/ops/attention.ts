@@ -20,7 +20,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import { isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
+import { checkKvTextureFormat, isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
 import type { Variant } from './variant.ts';
 
 export interface AttentionOptions {
@@ -107,7 +107,7 @@ export async function attention(
   const q8 = opts.kvDtype === 'q8';
   const tex = isKvTexture(cacheK);
   if (tex !== isKvTexture(cacheV)) throw new Error('attention: K and V caches must both be textures or both buffers');
-  if (tex && q8) throw new Error('attention: KV textures hold f32 caches only');
+  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, q8 ? 'q8' : 'f32', 'attention');
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const GC = divisorAtMost(group, CPU_MAX_GC);
   if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);

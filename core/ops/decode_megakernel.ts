@@ -40,7 +40,7 @@ import { copyRowsToTexture, type Recorder, type TextureBinding } from '../gpu/re
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
-import { kvRowWords, type KvDtype } from './kv_write.ts';
+import { checkKvTextureFormat, kvRowWords, type KvDtype } from './kv_write.ts';
 
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
@@ -434,7 +434,8 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
   const MR = megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
   if ((a.tuning.weights === 'texture') !== !!a.weightTexture) throw new Error('decodeMegakernel: tuning.weights and weightTexture disagree');
   const kvTex = 'view' in a.cacheK;
-  if (kvTex !== 'view' in a.cacheV || (kvTex && q8)) throw new Error('decodeMegakernel: KV textures must be f32 and hold both K and V');
+  if (kvTex !== 'view' in a.cacheV) throw new Error('decodeMegakernel: K and V must both be textures or both buffers');
+  if ('view' in a.cacheK && 'view' in a.cacheV) checkKvTextureFormat(a.cacheK, a.cacheV, a.kvDtype, 'decodeMegakernel');
   const w = a.weights;
   const argmax = 'ids' in a.out;
   const out = 'ids' in a.out ? a.out.ids : a.out.logits;

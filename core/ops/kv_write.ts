@@ -26,15 +26,15 @@ import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 
 /**
- * f32 KV storage in an r32float read-write storage texture instead of a buffer (llvmpipe:
- * Mesa 22 runs storage-buffer loads lane by lane at ~11 ns per f32, texel loads at ~3.5 ns).
- * One texture holds every layer; f32 element f of the buffer layout above (layer l's region
- * first) is texel (f % KV_TEXTURE_WIDTH, f / KV_TEXTURE_WIDTH) (the shaders hard-code 4096). Only for
- * f32 caches.
+ * KV storage in a read-write storage texture instead of a buffer (llvmpipe: Mesa 22 runs
+ * storage-buffer loads lane by lane at ~11 ns per f32, texel loads at ~3.5 ns). One texture
+ * holds every layer; 4-byte element f of the buffer layout above (layer l's region first) is
+ * texel (f % KV_TEXTURE_WIDTH, f / KV_TEXTURE_WIDTH) (the shaders hard-code 4096): r32float
+ * for f32 caches, r32uint for q8 caches (one word of 4 codes, or a row's scale, per texel).
  */
 export const KV_TEXTURE_WIDTH = 4096;
 
-/** One layer's K or V cache in a KV texture: the texture and the vec4 index of the layer's region. */
+/** One layer's K or V cache in a KV texture: the texture and the index of the layer's region in 16-byte units (4 texels). */
 export interface KvTexture extends TextureBinding {
   base4: number;
 }
@@ -46,16 +46,22 @@ export function isKvTexture(s: KvStore): s is KvTexture {
   return 'view' in s;
 }
 
+/** Throws unless K and V textures have the format a `dtype` cache needs (r32float for f32, r32uint for q8). */
+export function checkKvTextureFormat(k: TextureBinding, v: TextureBinding, dtype: KvDtype, op: string): void {
+  const want = dtype === 'q8' ? 'r32uint' : 'r32float';
+  if (k.texture.format !== want || v.texture.format !== want) throw new Error(`${op}: a ${dtype} cache needs ${want} KV textures (got ${k.texture.format}, ${v.texture.format})`);
+}
+
 /**
- * A zeroed r32float read-write storage texture for `floats` f32 elements in the KV-texture layout
- * (KV_TEXTURE_WIDTH wide; also the megakernel's activation scratch), or null when it exceeds the
- * adapter's 2D texture size.
+ * A zeroed r32float (or r32uint) read-write storage texture for `floats` 4-byte elements in the
+ * KV-texture layout (KV_TEXTURE_WIDTH wide; also the megakernel's activation scratch), or null
+ * when it exceeds the adapter's 2D texture size.
  */
-export function createR32Texture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats: number, label: string): TextureBinding | null {
+export function createR32Texture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats: number, label: string, format: 'r32float' | 'r32uint' = 'r32float'): TextureBinding | null {
   const rows = Math.max(1, Math.ceil(floats / KV_TEXTURE_WIDTH));
   const lim = ctx.gpu.limits.maxTextureDimension2D;
   if (rows > lim || KV_TEXTURE_WIDTH > lim) return null;
-  const texture = ctx.device.createTexture({ label, size: [KV_TEXTURE_WIDTH, rows], format: 'r32float', usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST });
+  const texture = ctx.device.createTexture({ label, size: [KV_TEXTURE_WIDTH, rows], format, usage: GPUTextureUsage.STORAGE_BINDING | GPUTextureUsage.COPY_SRC | GPUTextureUsage.COPY_DST });
   return { texture, view: texture.createView() };
 }
 

@@ -207,6 +207,7 @@ export function ropeFusionProblem(r: Pick<MatmulRope, 'headDim' | 'qHeads' | 'kv
   if (r.headDim % 8 !== 0) return `head dim ${r.headDim} is not a multiple of 8`;
   if ((r.qHeads + 2 * r.kvHeads) * r.headDim !== N) return `${N} columns are not ${r.qHeads} q + 2 x ${r.kvHeads} kv heads of ${r.headDim}`;
   if (r.cacheK.base4 !== r.cacheV.base4) return 'the K and V regions start at different texels';
+  if (r.cacheK.texture.format !== 'r32float' || r.cacheV.texture.format !== 'r32float') return 'the KV textures do not hold f32 rows';
   if (K % 4 !== 0) return `K = ${K} is not a multiple of 4`;
   return null;
 }

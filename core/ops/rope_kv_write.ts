@@ -14,7 +14,7 @@
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import { isKvTexture, type KvDtype, type KvStore } from './kv_write.ts';
+import { checkKvTextureFormat, isKvTexture, type KvDtype, type KvStore } from './kv_write.ts';
 import { checkRotaryDim, invFreqTensor, ropeLayout, type RopeOptions } from './rope.ts';
 
 export interface RopeKvWriteOptions extends Omit<RopeOptions, 'kHeads'> {
@@ -42,7 +42,7 @@ export async function ropeKvWrite(
   const WG = shared ? 64 : 16;
   const tex = isKvTexture(cacheK);
   if (tex !== isKvTexture(cacheV)) throw new Error('ropeKvWrite: K and V caches must both be textures or both buffers');
-  if (tex && opts.kvDtype === 'q8') throw new Error('ropeKvWrite: KV textures hold f32 caches only');
+  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, opts.kvDtype === 'q8' ? 'q8' : 'f32', 'ropeKvWrite');
   const kernel = await rec.ctx.pipelines.get({
     shader: 'rope',
     defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm, KV: true, Q8: opts.kvDtype === 'q8', KV_TEX: tex },

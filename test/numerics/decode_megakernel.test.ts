@@ -217,7 +217,7 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
 
   // Every case with the weights read from the packed buffer and from its texture copy.
   const RUNS = CASES.flatMap((c) => (['buffer', 'texture'] as const).map((weightsFrom) => ({ ...c, weightsFrom })));
-  it.each(RUNS)('$name, weights (and f32 KV) from $weightsFrom', async (c) => {
+  it.each(RUNS)('$name, weights (and KV) from $weightsFrom', async (c) => {
     const ctx = await gpuFor(backend);
     const cfg = parseDecoderConfig(c.config);
     const host = randomWeights(cfg, 1000 + CASES.findIndex((x) => x.name === c.name) * 100);
@@ -229,8 +229,8 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
     const maxBlocksPerSeq = Math.ceil(cfg.maxPositions / block);
     const geo: StepGeometry = { maxTokens: 64, maxSeqs: S, numBlocks: S * maxBlocksPerSeq, blockSize: block, maxBlocksPerSeq };
     const kv = c.kv ?? 'f32';
-    // The texture runs keep an f32 KV cache in textures too (llvmpipe's layout), prefill included.
-    const kvStorage = c.weightsFrom === 'texture' && kv === 'f32' ? 'texture' : 'buffer';
+    // The texture runs keep the KV cache in textures too (llvmpipe's layout; q8 as r32uint words), prefill included.
+    const kvStorage = c.weightsFrom === 'texture' ? 'texture' : 'buffer';
     const on = new LlamaModel(ctx, cfg, weights, geo, kv, { decodeMegakernel: 'on', megakernelWeights: c.weightsFrom, kvStorage });
     expect(on.megakernelWeightSource).toBe(c.weightsFrom);
     expect(on.kvStorage).toBe(kvStorage);

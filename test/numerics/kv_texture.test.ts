@@ -4,7 +4,8 @@
  * texture region of the layer, copied back, equals the buffer byte for byte, untouched rows
  * included) and attention reads them into exactly the same output — on a layer region that
  * does not start at texel 0 (base4 != 0), with GQA, a sliding window and a NO_SLOT token, for
- * both kernel variants. q8 caches in textures are refused. The qkv matmul with the rope
+ * both kernel variants, for f32 caches (r32float) and q8 caches (r32uint words); a texture of
+ * the other format is refused. The qkv matmul with the rope
  * epilogue (MatmulOptions.rope) leaves the same q columns and the same cache texels as the
  * matmul followed by ropeKvWrite.
  */
@@ -12,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 import { attention } from '../../core/ops/attention.ts';
-import { createR32Texture, KV_TEXTURE_WIDTH, NO_SLOT, type KvTexture } from '../../core/ops/kv_write.ts';
+import { createR32Texture, KV_TEXTURE_WIDTH, kvRowWords, NO_SLOT, type KvDtype, type KvTexture } from '../../core/ops/kv_write.ts';
 import { ropeKvWrite } from '../../core/ops/rope_kv_write.ts';
 import { BACKEND_VARIANTS, gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { stagingTexture, weightTexture } from '../../core/ops/decode_megakernel.ts';
@@ -50,7 +51,9 @@ async function readTexture(ctx: GpuContext, t: KvTexture, first: number, n: numb
 }
 
 describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, variant) => {
-  it.each(CASES)('$name: same stored rows and attention output as buffers', async (c) => {
+  it.each(CASES.flatMap((c) => (['f32', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype: same stored rows and attention output as buffers', async (c) => {
+    const q8 = c.kvDtype === 'q8';
+    const format = q8 ? 'r32uint' : 'r32float';
     const ctx = await gpuFor(backend);
     const rowStride = (c.nH + 2 * c.nKv) * c.hd;
     const seed = c.T * 31 + c.hd;
@@ -69,9 +72,9 @@ describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, varia
     slots[c.T - 1] = NO_SLOT;
     pos[c.T - 1] = pos[c.T - 2]!;
     const x = randn(c.T * rowStride, seed + 1);
-    const floats = numBlocks * BLOCK * c.nKv * c.hd; // one layer
+    const floats = numBlocks * BLOCK * c.nKv * (q8 ? kvRowWords(c.hd, 'q8') : c.hd); // one layer, 4-byte elements
     const noise = randn(floats, seed + 2);
-    const base = { tokens: c.T, qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride };
+    const base = { tokens: c.T, qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride, kvDtype: c.kvDtype };
 
     // Buffers.
     const tp = ctx.tensor(pos, [c.T], 'u32');
@@ -91,19 +94,22 @@ describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, varia
       out.buffer.destroy();
       return res;
     };
-    const bk = ctx.tensor(noise, [floats], 'f32');
-    const bv = ctx.tensor(noise.map((a) => -a), [floats], 'f32');
+    // q8: the same bytes as u32 words (codes and scales are whatever the noise spells; the
+    // rows the step stores are overwritten, the others must come through untouched).
+    const cache = (a: Float32Array): Tensor => (q8 ? ctx.tensor(new Uint32Array(a.buffer.slice(0)), [floats], 'u32') : ctx.tensor(a, [floats], 'f32'));
+    const bk = cache(noise);
+    const bv = cache(noise.map((a) => -a));
     const want = await run(bk, bv);
     const rb = ctx.recorder();
     const [wk, wv] = [rb.readback(bk), rb.readback(bv)];
     rb.submit();
-    const wantK = new Float32Array(await wk);
-    const wantV = new Float32Array(await wv);
+    const wantK = new Uint32Array(await wk);
+    const wantV = new Uint32Array(await wv);
 
     // Textures: the layer's region starts after a 1-layer gap (base4 != 0), pre-filled with the same noise.
     const gap = floats + 4 * 100;
-    const k = createR32Texture(ctx, gap + floats, 'k');
-    const v = createR32Texture(ctx, gap + floats, 'v');
+    const k = createR32Texture(ctx, gap + floats, 'k', format);
+    const v = createR32Texture(ctx, gap + floats, 'v', format);
     if (!k || !v) throw new Error('no KV texture');
     const fill = (t: KvTexture, data: Float32Array): void => {
       const all = new Float32Array(t.texture.height * KV_TEXTURE_WIDTH);
@@ -116,18 +122,20 @@ describe.each(BACKEND_VARIANTS)('KV textures on %s, %s variant', (backend, varia
     fill(tv, noise.map((a) => -a));
     const got = await run(tk, tv);
 
+    const bits = (a: Float32Array): number[] => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
     expect(Array.from(got.qkv)).toEqual(Array.from(want.qkv));
-    expect(Array.from(await readTexture(ctx, tk, gap, floats))).toEqual(Array.from(wantK));
-    expect(Array.from(await readTexture(ctx, tv, gap, floats))).toEqual(Array.from(wantV));
-    expect(Array.from(await readTexture(ctx, tk, 0, gap)).every((a) => a === 0)).toBe(true);
+    expect(bits(await readTexture(ctx, tk, gap, floats))).toEqual(Array.from(wantK));
+    expect(bits(await readTexture(ctx, tv, gap, floats))).toEqual(Array.from(wantV));
+    expect(bits(await readTexture(ctx, tk, 0, gap)).every((a) => a === 0)).toBe(true);
     expect(Array.from(got.out)).toEqual(Array.from(want.out));
     expect(want.out.some((a) => a !== 0)).toBe(true);
 
-    const q8 = ctx.recorder();
+    const bad = ctx.recorder();
     const tx = ctx.tensor(x, [c.T, rowStride], 'f32');
-    await expect(ropeKvWrite(q8, tx, tp, ts, tk, tv, { ...base, theta: 10000, style: 'half' as const, kvDtype: 'q8', variant })).rejects.toThrow(/f32 caches only/);
-    await expect(ropeKvWrite(q8, tx, tp, ts, tk, bv, { ...base, theta: 10000, style: 'half' as const, variant })).rejects.toThrow(/must both be textures or both buffers/);
-    q8.submit();
+    const other = q8 ? 'f32' : 'q8';
+    await expect(ropeKvWrite(bad, tx, tp, ts, tk, tv, { ...base, theta: 10000, style: 'half' as const, kvDtype: other, variant })).rejects.toThrow(/KV textures/);
+    await expect(ropeKvWrite(bad, tx, tp, ts, tk, bv, { ...base, theta: 10000, style: 'half' as const, variant })).rejects.toThrow(/must both be textures or both buffers/);
+    bad.submit();
     for (const t of [tp, ts, tseq, tbt, bk, bv, tx]) t.buffer.destroy();
     k.texture.destroy();
     v.texture.destroy();

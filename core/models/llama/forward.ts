@@ -198,7 +198,7 @@ export class LlamaModel {
       off === null && typeof mw !== 'string'
         ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
         : null;
-    const kvTex = this.mega && kvDtype === 'f32' && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4) : null;
+    const kvTex = this.mega && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4, kvDtype === 'q8' ? 'r32uint' : 'r32float') : null;
     if (kvTex) {
       this.kvTextures = kvTex;
       for (let l = 0; l < c.layers; l++) {
@@ -221,10 +221,10 @@ export class LlamaModel {
     this.kvBytes = 2 * c.layers * slots * c.kvHeads * row * 4;
   }
 
-  /** K and V textures of `floats` f32 each, or null when they exceed the adapter's texture size. */
-  private kvTexturePair(floats: number): { k: TextureBinding; v: TextureBinding } | null {
-    const k = createR32Texture(this.ctx, floats, 'k-all');
-    const v = k && createR32Texture(this.ctx, floats, 'v-all');
+  /** K and V textures of `floats` 4-byte elements each, or null when they exceed the adapter's texture size. */
+  private kvTexturePair(floats: number, format: 'r32float' | 'r32uint'): { k: TextureBinding; v: TextureBinding } | null {
+    const k = createR32Texture(this.ctx, floats, 'k-all', format);
+    const v = k && createR32Texture(this.ctx, floats, 'v-all', format);
     if (k && !v) k.texture.destroy();
     return k && v ? { k, v } : null;
   }
@@ -259,7 +259,7 @@ export class LlamaModel {
   private ropeTex(rec: Recorder, l: number, positions: Tensor, slots: Tensor): MatmulRope | null {
     const k = this.cacheK[l]!;
     const v = this.cacheV[l]!;
-    if (!isKvTexture(k) || !isKvTexture(v)) return null;
+    if (this.kvDtype !== 'f32' || !isKvTexture(k) || !isKvTexture(v)) return null; // the epilogue stores f32 rows
     const c = this.cfg;
     const r = { positions, slots, cacheK: k, cacheV: v, headDim: c.headDim, qHeads: c.heads, kvHeads: c.kvHeads };
     if (ropeFusionProblem(r, this.qkvCols, c.hiddenSize)) return null;
