@@ -172,6 +172,17 @@ fn kvRow(bt: u32, j: u32, kvh: u32) -> u32 {
 // acc lives in `out` (this invocation's own GC heads) and q is read from qkv: large
 // private arrays compile very slowly on llvmpipe and index slowly on SwiftShader.
 // Loops over headDim use the runtime bound p.hd4 so compilers do not unroll them.
+// QREG (small heads, GC * HD4 <= 16 vec4s, attention.ts): q and acc in private arrays with
+// compile-time bounds instead (unrolled into registers, as the decode megakernel's attend()),
+// saving a storage-buffer q load and an out load + store per vec4 and tile; same arithmetic.
+#if QREG
+const HD4: u32 = {{HD4}}u;  // head dim / 4 (== p.hd4)
+var<private> qr: array<vec4<f32>, GC * HD4>;
+var<private> acr: array<vec4<f32>, GC * HD4>;
+fn hd4() -> u32 { return HD4; }
+#else
+fn hd4() -> u32 { return p.hd4; }
+#endif
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let id = gid.x + gid.y * nwg.x * WG;  // (t * kvHeads + kvh) * chunks + c
@@ -192,7 +203,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     m[g] = NEG;
     l[g] = 0.0;
   }
+#if QREG
+  for (var i = 0u; i < GC * HD4; i++) {
+    qr[i] = qkv[qBase + i];  // head h0 + i / HD4, vec4 i % HD4
+    acr[i] = vec4<f32>(0.0);
+  }
+#else
   for (var i = 0u; i < GC * p.hd4; i++) { out[oBase + i] = vec4<f32>(0.0); }
+#endif
   let pos = positions[t];
   let bt = tokenSeq[t] * p.maxBlocks;
   // Tiles of 8 keys: each q load and acc update serves 8 keys; one max/rescale per tile.
@@ -210,7 +228,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       sa[g] = vec4<f32>(0.0);
       sb[g] = vec4<f32>(0.0);
     }
-    for (var d = 0u; d < p.hd4; d++) {
+    for (var d = 0u; d < hd4(); d++) {
       let k0 = ldK(r0, d);
       let k1 = ldK(r1, d);
       let k2 = ldK(r2, d);
@@ -220,7 +238,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       let k6 = ldK(r6, d);
       let k7 = ldK(r7, d);
       for (var g = 0u; g < GC; g++) {
+#if QREG
+        let qd = qr[g * HD4 + d];
+#else
         let qd = qkv[qBase + g * p.hd4 + d];
+#endif
         sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
         sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
       }
@@ -257,7 +279,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       sb[g] = wb;
 #endif
     }
-    for (var d = 0u; d < p.hd4; d++) {
+    for (var d = 0u; d < hd4(); d++) {
       let v0 = ldV(r0, d);
       let v1 = ldV(r1, d);
       let v2 = ldV(r2, d);
@@ -269,14 +291,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       for (var g = 0u; g < GC; g++) {
         let wa = sa[g];
         let wb = sb[g];
+#if QREG
+        let o = g * HD4 + d;
+        acr[o] = acr[o] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
+#else
         let o = oBase + g * p.hd4 + d;
         out[o] = out[o] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
+#endif
       }
     }
   }
   for (var g = 0u; g < GC; g++) {
     let inv = 1.0 / l[g];
+#if QREG
+    for (var d = 0u; d < HD4; d++) { out[oBase + g * HD4 + d] = acr[g * HD4 + d] * inv; }
+#else
     for (var d = 0u; d < p.hd4; d++) { out[oBase + g * p.hd4 + d] *= inv; }
+#endif
   }
 }
 #endif

@@ -43,6 +43,8 @@ export interface AttentionOptions {
   /** Cache storage (default f32), as written by kvWrite / ropeKvWrite. */
   kvDtype?: KvDtype;
   variant?: Variant;
+  /** cpu variant: keep q and the accumulators in registers (QREG); default when GC · headDim/4 <= CPU_QREG_MAX. For tests and tools. */
+  registers?: boolean;
 }
 
 const layout = uniformLayout([
@@ -63,6 +65,14 @@ const layout = uniformLayout([
 
 /** Query heads per cpu-variant invocation: at most this many share each K/V load. */
 const CPU_MAX_GC = 8;
+
+/**
+ * Largest GC · headDim/4 (vec4s) for which the cpu variant keeps q and the accumulators in
+ * registers (QREG): bigger private arrays compile slowly on llvmpipe and index slowly on
+ * SwiftShader. 16 prompts of 15 tokens on stories260K (GC 2, headDim 8) on llvmpipe: 19.8 → 18.9 ms
+ * per prefill step (p10; docs/benchmarks.md).
+ */
+const CPU_QREG_MAX = 16;
 
 const CPU_WG_NARROW = 4;
 const CPU_WG_WIDE = 16;
@@ -116,7 +126,9 @@ export async function attention(
   const WG = shared ? 64 : cpuAttentionWG(items);
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
-    defines: shared ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex } : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex },
+    defines: shared
+      ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex }
+      : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex, QREG: opts.registers ?? GC * hd4 <= CPU_QREG_MAX, HD4: hd4 },
     layout,
   });
   const params = {

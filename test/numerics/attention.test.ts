@@ -142,10 +142,18 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
     const tslot = ctx.tensor(st.slots, [T], 'u32');
     const tbt = ctx.tensor(st.tables, [c.seqs.length, st.maxBlocks], 'u32');
     const tout = ctx.scratch([T, c.nH * c.hd]);
+    // cpu variant with small heads (q and accumulators in registers by default): the same
+    // step with them in the buffers as before, which must give the same bits.
+    const G = c.nH / c.nKv;
+    const GC = [8, 7, 6, 5, 4, 3, 2, 1].find((d) => d <= G && G % d === 0)!;
+    const inRegisters = variant === 'cpu' && (GC * c.hd) / 4 <= 16;
+    const tout2 = ctx.scratch([T, c.nH * c.hd]);
     const rec = ctx.recorder();
     await kvWrite(rec, tq, tslot, tk, tv, { ...shape, variant });
     await attention(rec, tq, tk, tv, tpos, tseq, tbt, tout, { ...aopts, variant });
     expect(rec.dispatches).toBe(2);
+    if (inRegisters) await attention(rec, tq, tk, tv, tpos, tseq, tbt, tout2, { ...aopts, variant, registers: false });
+    const other = inRegisters ? rec.readback(tout2) : null;
     const got = rec.readback(tout);
     const gk = q8 ? rec.readback(tk) : null;
     const gv = q8 ? rec.readback(tv) : null;
@@ -156,8 +164,11 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
       st.cacheV = dequantKvRef(new Uint32Array(await gv!), c.hd);
     } else kvWriteRef(st.qkv, st.slots, st.cacheK, st.cacheV, shape);
     const want = attentionRef(st.qkv, st.cacheK, st.cacheV, st.positions, st.tokenSeq, st.tables, aopts);
-    assertClose(new Float32Array(await got), want, TOL_F32);
+    const gotBuf = await got;
+    assertClose(new Float32Array(gotBuf), want, TOL_F32);
+    if (other) expect(Array.from(new Uint32Array(await other))).toEqual(Array.from(new Uint32Array(gotBuf)));
     ctx.free(tout);
+    ctx.free(tout2);
     for (const t of [tq, tk, tv, tpos, tseq, tslot, tbt]) t.buffer.destroy();
   });
 });
