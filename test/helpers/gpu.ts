@@ -5,6 +5,7 @@
  * Dawn backends the numerics run on; CI runs both.
  */
 import { GpuContext } from '../../core/gpu/context.ts';
+import type { Recorder } from '../../core/gpu/recorder.ts';
 import { VARIANTS, type Variant } from '../../core/ops/variant.ts';
 
 export const TEST_BACKENDS = (process.env.WEFT_TEST_BACKENDS ?? 'swiftshader,opengles')
@@ -79,3 +80,14 @@ export function assertClose(actual: ArrayLike<number>, expected: ArrayLike<numbe
 
 /** [backend, variant] pairs for describe.each: every kernel variant on every test backend. */
 export const BACKEND_VARIANTS: [string, Variant][] = TEST_BACKENDS.flatMap((b) => VARIANTS.map((v) => [b, v] as [string, Variant]));
+
+/** Counts the recorder's copyToTexture calls from now on (x staged into a texture for prefill-sized matmuls). */
+export function countTextureCopies(rec: Recorder): () => number {
+  let copies = 0;
+  const copy = rec.copyToTexture.bind(rec);
+  rec.copyToTexture = (...args) => {
+    copies++;
+    copy(...args);
+  };
+  return () => copies;
+}

@@ -15,7 +15,7 @@ import type { Tensor } from '../../core/gpu/tensor.ts';
 import { attention } from '../../core/ops/attention.ts';
 import { createR32Texture, KV_TEXTURE_WIDTH, kvRowWords, NO_SLOT, type KvDtype, type KvTexture } from '../../core/ops/kv_write.ts';
 import { ropeKvWrite } from '../../core/ops/rope_kv_write.ts';
-import { BACKEND_VARIANTS, gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
+import { BACKEND_VARIANTS, countTextureCopies, gpuFor, randn, rng, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { stagingTexture, weightTexture } from '../../core/ops/decode_megakernel.ts';
 import { matmul, ropeFusionProblem, XTEX_MIN_ROWS } from '../../core/ops/matmul.ts';
 import { invFreqTensor } from '../../core/ops/rope.ts';
@@ -187,12 +187,7 @@ describe.each(TEST_BACKENDS)('qkv matmul with the rope epilogue on %s', (backend
     const heads = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd };
     expect(ropeFusionProblem({ ...heads, cacheK: fk, cacheV: fv }, N, c.K)).toBeNull();
     const rec = ctx.recorder();
-    let copies = 0;
-    const copy = rec.copyToTexture.bind(rec);
-    rec.copyToTexture = (...args) => {
-      copies++;
-      copy(...args);
-    };
+    const copies = countTextureCopies(rec);
     await matmul(rec, tx, weight, want, opts);
     await ropeKvWrite(rec, want, tp, ts, rk, rv, { tokens: c.T, ...heads, rowStride: N, theta: 10000, style: 'half', variant: 'cpu' });
     const before = rec.dispatches;
@@ -209,7 +204,7 @@ describe.each(TEST_BACKENDS)('qkv matmul with the rope epilogue on %s', (backend
       const all = gap + floats;
       expect(Array.from(await readTexture(ctx, f, 0, all))).toEqual(Array.from(await readTexture(ctx, r, 0, all)));
     }
-    expect(copies).toBe(c.T >= XTEX_MIN_ROWS ? 2 : 0); // x staged in a texture for prefill-sized steps
+    expect(copies()).toBe(c.T >= XTEX_MIN_ROWS ? 2 : 0); // x staged in a texture for prefill-sized steps
     // Shapes the epilogue does not take.
     expect(ropeFusionProblem({ ...heads, headDim: 12, cacheK: fk, cacheV: fv }, (c.nH + 2 * c.nKv) * 12, c.K)).toMatch(/multiple of 8/);
     expect(ropeFusionProblem({ ...heads, cacheK: fk, cacheV: { ...fv, base4: 0 } }, N, c.K)).toMatch(/different texels/);
