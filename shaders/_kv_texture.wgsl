@@ -1,7 +1,8 @@
 // Part of attention.wgsl, rope.wgsl and decode_megakernel.wgsl (#include _kv_texture): access to
 // a KV cache held in textures `cacheK` / `cacheV` (core/ops/kv_write.ts KvTexture): f32 caches
-// in r32float, float f at texel (f % 4096, f / 4096); q8 caches (Q8) in r32uint, word w there. The includer defines kvBase4(): the vec4
-// index where the addressed region starts (a layer's region, or 0 when rows carry it).
+// in r32float, float f at texel (f % 4096, f / 4096); q8 caches (Q8) in r32uint, word w there.
+// The includer defines kvBase4(): where the addressed region starts, in 16-byte units (a
+// layer's region, or 0 when rows carry it).
 
 #if Q8
 // q8 caches: u32 words (4 int8 codes, or a row's f32 scale) in r32uint textures, word w of the

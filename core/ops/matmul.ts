@@ -59,7 +59,7 @@ export interface MatmulOptions {
    * the qkv rows [M, (nH + 2 nKv) hd]; q heads are rotated into y, k heads rotated and v heads
    * stored into the KV textures at `slots` (k and v columns of y are not written). Half-split
    * pairs over the whole head, no q/k norm, f32 KV in textures, hd % 8 == 0
-   * (see ropeFusionApplies). Bit-identical to matmul then ropeKvWrite for what attention reads.
+   * (see ropeFusionProblem). Bit-identical to matmul then ropeKvWrite for what attention reads.
    */
   rope?: MatmulRope;
 }
@@ -87,7 +87,7 @@ const layout = uniformLayout([
   ['K', 'u32'], // columns of x and W (unpadded), in elements
   ['flags', 'u32'], // bit 0: add bias; bit 1: accumulate into y
 ] as const);
-/** The WTEX variant's layout: `layout` plus W's position in the weight texture and the fused norm's. */
+/** The WTEX variant's layout: `layout` plus W's position in the weight texture and the fusions' parameters. */
 const texLayout = uniformLayout([
   ['M', 'u32'],
   ['N', 'u32'], // GATED: output columns (W has 2N rows)
@@ -144,7 +144,7 @@ function cpuRows(M: number): number {
 /** Weight format as the shader sees it: f16n = native f16 loads (device has shader-f16). */
 export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0';
 
-/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated). */
+/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope). */
 export interface MatmulFusion {
   norm?: boolean;
   gated?: boolean;
