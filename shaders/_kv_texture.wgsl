@@ -1,6 +1,7 @@
-// Part of attention.wgsl, rope.wgsl and decode_megakernel.wgsl (#include _kv_texture): access to
-// a KV cache held in textures `cacheK` / `cacheV` (core/ops/kv_write.ts KvTexture): f32 caches
-// in r32float, float f at texel (f % 4096, f / 4096); q8 caches (Q8) in r32uint, word w there.
+// Part of attention.wgsl, rope.wgsl, decode_megakernel.wgsl and _matmul_fusions.wgsl
+// (#include _kv_texture): access to a KV cache held in textures `cacheK` / `cacheV`
+// (core/ops/kv_write.ts KvTexture): f32 caches in r32float, float f at texel (f % 4096,
+// f / 4096); q8 caches (Q8) in r32uint, word w there.
 // The includer defines kvBase4(): where the addressed region starts, in 16-byte units (a
 // layer's region, or 0 when rows carry it).
 
@@ -29,12 +30,18 @@ fn ldV(r: u32, d: u32) -> vec4<f32> {
   let c = kvAt(r, d);
   return vec4<f32>(textureLoad(cacheV, c).x, textureLoad(cacheV, c + vec2<u32>(1u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(2u, 0u)).x, textureLoad(cacheV, c + vec2<u32>(3u, 0u)).x);
 }
+// Stores v as vec4 d of the K (stK) or V (stV) row at vec4 index r.
+fn stK(r: u32, d: u32, v: vec4<f32>) {
+  let c = kvAt(r, d);
+  for (var i = 0u; i < 4u; i++) { textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
+}
+fn stV(r: u32, d: u32, v: vec4<f32>) {
+  let c = kvAt(r, d);
+  for (var i = 0u; i < 4u; i++) { textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
+}
 // Stores k and v as vec4 d of the K and V rows at vec4 index r.
 fn stKV(r: u32, d: u32, k: vec4<f32>, v: vec4<f32>) {
-  let c = kvAt(r, d);
-  for (var i = 0u; i < 4u; i++) {
-    textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(k[i]));
-    textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i]));
-  }
+  stK(r, d, k);
+  stV(r, d, v);
 }
 #endif

@@ -40,6 +40,7 @@
 //   hd, nH, nKv, kvBase4 (ROPE only) = head dim, q and kv heads, vec4 index of the layer's region
 //   in the KV textures.
 // Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
+// Parts: _matmul_fusions (NORM, ROPE, GATED helpers), _matmul_gpu (the gemv and tile kernels).
 #if WDT == f16n
 enable f16;
 #endif
@@ -222,103 +223,7 @@ fn xscale(X: mat4x4<f32>, s: vec4<f32>) -> mat4x4<f32> {
   return mat4x4<f32>(X[0] * s, X[1] * s, X[2] * s, X[3] * s);
 }
 
-#if NORM
-// 1 / rms of each of the MR rows over K (rows in vec4 components), each a sequential sum of
-// squares in element order as rms_norm.wgsl's cpu kernel.
-fn rowsInvRms(nc: u32, xb: vec4<u32>) -> vec4<f32> {
-  var s = vec4<f32>(0.0);
-  for (var c = 0u; c < nc; c++) {
-    let T = transpose(xload(c, xb));  // T[j] = element 4c + j of the rows
-    s += T[0] * T[0];
-    s += T[1] * T[1];
-    s += T[2] * T[2];
-    s += T[3] * T[3];
-  }
-  return inverseSqrt(s / f32(p.K) + p.eps);
-}
-
-// x chunk c of the rows normed: (x * inv) * wn, rms_norm.wgsl's expression.
-fn xnorm(X: mat4x4<f32>, inv: vec4<f32>, c: u32) -> mat4x4<f32> {
-  let i = p.wn4 + c;
-  let wn = textureLoad(wt, vec2<u32>(i & (TW - 1u), i >> TW_LOG2));
-  return mat4x4<f32>(X[0] * inv.x * wn, X[1] * inv.y * wn, X[2] * inv.z * wn, X[3] * inv.w * wn);
-}
-#endif
-
-#if ROPE
-#include _sincos
-
-// Stores vec4 d of the cache row at vec4 index r (layer region at p.kvBase4) into a KV texture
-// (_kv_texture's layout; k and v come from different invocations here, so one at a time).
-fn kvTexel(r: u32, d: u32) -> vec2<u32> {
-  let f = 4u * (p.kvBase4 + r + d);
-  return vec2<u32>(f & 4095u, f >> 12u);
-}
-fn stK(r: u32, d: u32, v: vec4<f32>) {
-  let c = kvTexel(r, d);
-  for (var i = 0u; i < 4u; i++) { textureStore(cacheK, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
-}
-fn stV(r: u32, d: u32, v: vec4<f32>) {
-  let c = kvTexel(r, d);
-  for (var i = 0u; i < 4u; i++) { textureStore(cacheV, c + vec2<u32>(i, 0u), vec4<f32>(v[i])); }
-}
-
-// Rotation pair quad `t` of row m: lo = elements 4j..4j+3 of head h, hi = the same + hd / 2
-// (t = h * hd / 8 + j), as computed (+ bias). rope.wgsl's rotate() per element, then q to y,
-// k and v to the cache as rope_kv_write stores them.
-fn ropePair(m: u32, t: u32, lo: vec4<f32>, hi: vec4<f32>) {
-  let hp = p.hd / 8u;  // pair quads per head
-  let h = t / hp;
-  let j = t % hp;
-  if (m >= p.M || h >= p.nH + 2u * p.nKv) { return; }
-  let c0 = h * p.hd + 4u * j;
-  let c1 = c0 + p.hd / 2u;
-  var x0 = lo;
-  var x1 = hi;
-  if ((p.flags & 1u) != 0u) {
-    x0 += vec4<f32>(bias[c0], bias[c0 + 1u], bias[c0 + 2u], bias[c0 + 3u]);
-    x1 += vec4<f32>(bias[c1], bias[c1 + 1u], bias[c1 + 2u], bias[c1 + 3u]);
-  }
-  let slot = slots[m];
-  let hd4 = p.hd / 4u;
-  if (h >= p.nH + p.nKv) {  // v head: stored as computed
-    if (slot != 0xffffffffu) {
-      let row = (slot * p.nKv + h - p.nH - p.nKv) * hd4;
-      stV(row, j, x0);
-      stV(row, hd4 / 2u + j, x1);
-    }
-    return;
-  }
-  let pos = f32(positions[m]);
-  var cs = vec4<f32>(0.0);
-  var sn = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    let sc = sincos(pos * invFreq[4u * j + e]);
-    cs[e] = sc.y;
-    sn[e] = sc.x;
-  }
-  let y0 = x0 * cs - x1 * sn;
-  let y1 = x1 * cs + x0 * sn;
-  if (h < p.nH) {
-    let o = m * p.N;
-    for (var e = 0u; e < 4u; e++) {
-      y[o + c0 + e] = y0[e];
-      y[o + c1 + e] = y1[e];
-    }
-  } else if (slot != 0xffffffffu) {
-    let row = (slot * p.nKv + h - p.nH) * hd4;
-    stK(row, j, y0);
-    stK(row, hd4 / 2u + j, y1);
-  }
-}
-#endif
-
-#if GATED
-// activation.wgsl's silu.
-fn silu(v: vec4<f32>) -> vec4<f32> {
-  return v / (vec4<f32>(1.0) + exp(min(-v, vec4<f32>(80.0))));
-}
-#endif
+#include _matmul_fusions
 
 #include _mr_step
 
@@ -370,15 +275,6 @@ fn q4quad(q: vec4<u32>, shift: u32) -> mat4x4<f32> {
 fn quadCols(n: u32, nl: vec4<u32>) -> vec4<u32> {
   return min(vec4<u32>(n) + vec4<u32>(0u, 1u, 2u, 3u), nl);
 }
-
-#if ROPE
-// W rows (qkv columns) of rotation-pair quad t: 4j.. of head t / (hd / 8), or (hi) hd / 2 + 4j..
-fn pairCols(t: u32, hi: bool, nl: vec4<u32>) -> vec4<u32> {
-  let hp = p.hd / 8u;
-  let c = (t / hp) * p.hd + 4u * (t % hp) + select(0u, p.hd / 2u, hi);
-  return min(vec4<u32>(c) + vec4<u32>(0u, 1u, 2u, 3u), nl);
-}
-#endif
 
 fn wbases(n: vec4<u32>) -> vec4<u32> {
   return vec4<u32>(wbase(n.x), wbase(n.y), wbase(n.z), wbase(n.w));
@@ -554,84 +450,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 #endif
 
-#if KIND == gemv
-// Workgroup arrays stay small: SwiftShader's compile time grows with their size (zero-init).
-var<workgroup> red: array<vec4<f32>, WG>;       // one row's WG partial sums, lanes = 4 columns
-var<workgroup> part: array<vec4<f32>, MR * 8u>; // [MR, 8] second-level partial sums
-
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let n0 = (wid.x + wid.y * 65535u) * 4u;
-  if (n0 >= p.N) { return; }             // uniform per workgroup
-  let last = p.N - 1u;
-  let r0 = min(n0, last);
-  let r1 = min(n0 + 1u, last);
-  let r2 = min(n0 + 2u, last);
-  let r3 = min(n0 + 3u, last);
-  let w0 = wbase(r0);
-  let w1 = wbase(r1);
-  let w2 = wbase(r2);
-  let w3 = wbase(r3);
-  var acc: array<vec4<f32>, MR>;
-  let nc = (p.K + 3u) / 4u;
-  for (var c = lid; c < nc; c += WG) {   // adjacent threads read adjacent chunks of a W row
-    let wm = mat4x4<f32>(wat(w0, c, r0), wat(w1, c, r1), wat(w2, c, r2), wat(w3, c, r3));
-    for (var i = 0u; i < MR; i++) { acc[i] += xat(xbase(min(i, p.M - 1u)), c) * wm; }
-  }
-  // Two-level reduction, two barriers per row (CPU emulators pay dearly per barrier):
-  // WG partials -> 8 sums of WG/8 -> one sum.
-  for (var i = 0u; i < MR; i++) {
-    red[lid] = acc[i];
-    workgroupBarrier();
-    if (lid < 8u) {
-      var s = vec4<f32>(0.0);
-      for (var k = lid; k < WG; k += 8u) { s += red[k]; }
-      part[i * 8u + lid] = s;
-    }
-    workgroupBarrier();
-  }
-  if (lid < MR) {
-    var s = vec4<f32>(0.0);
-    for (var k = 0u; k < 8u; k++) { s += part[lid * 8u + k]; }
-    storeRow(lid, n0, s);
-  }
-}
-#endif
-
-#if KIND == tile
-// K staged 8 at a time; row stride 3 (not 2) vec4s so the 8 threads reading different rows hit
-// different banks. Kept small: SwiftShader's compile time grows with workgroup array size.
-var<workgroup> xt: array<vec4<f32>, 96>;  // [32 rows of x, 2 chunks (+1 pad)]
-var<workgroup> wt: array<vec4<f32>, 96>;  // [32 rows of W, 2 chunks (+1 pad)], dequantized
-
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let tilesN = (p.N + 31u) / 32u;
-  let g = wid.x + wid.y * 65535u;
-  let m0 = (g / tilesN) * 32u;
-  let n0 = (g % tilesN) * 32u;
-  if (m0 >= p.M) { return; }             // uniform per workgroup
-  let tx = lid % 8u;                     // columns n0 + tx + 8j
-  let ty = lid / 8u;                     // rows m0 + ty + 8i
-  var acc: array<vec4<f32>, 4>;          // acc[i][j]
-  let nc = (p.K + 3u) / 4u;
-  for (var c0 = 0u; c0 < nc; c0 += 2u) {
-    // Thread lid stages chunk lid % 2 of tile row lid / 2 (consecutive threads: consecutive chunks).
-    let row = lid / 2u;
-    let kc = lid % 2u;
-    let c = c0 + kc;
-    let n = min(n0 + row, p.N - 1u);
-    xt[row * 3u + kc] = select(vec4<f32>(0.0), xat(xbase(min(m0 + row, p.M - 1u)), c), c < nc);
-    wt[row * 3u + kc] = select(vec4<f32>(0.0), wat(wbase(n), c, n), c < nc);
-    workgroupBarrier();
-    for (var kc = 0u; kc < 2u; kc++) {
-      let wm = mat4x4<f32>(wt[tx * 3u + kc], wt[(tx + 8u) * 3u + kc], wt[(tx + 16u) * 3u + kc], wt[(tx + 24u) * 3u + kc]);
-      for (var i = 0u; i < 4u; i++) { acc[i] += xt[(ty + 8u * i) * 3u + kc] * wm; }
-    }
-    workgroupBarrier();
-  }
-  for (var i = 0u; i < 4u; i++) {
-    for (var j = 0u; j < 4u; j++) { store(m0 + ty + 8u * i, n0 + tx + 8u * j, acc[i][j]); }
-  }
-}
-#endif
+#include _matmul_gpu
