@@ -41,6 +41,7 @@ import { runBenchChild, runStandalone } from './child.ts';
 import { machineDescription, PROMPT_TEXT } from './generate.ts';
 import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import { median } from './stats.ts';
+import { measureStepScaling, stepScalingTable, type StepScaling } from './step_scaling.ts';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const RESULT_TAG = '@@SERVING_RESULT ';
@@ -153,6 +154,8 @@ export interface ServingCase {
   soloTtftMs: number;
   soloWallMs: number;
   rows: LevelFigures[];
+  /** Decode-step anatomy at the concurrency levels (step_scaling.ts). */
+  steps?: StepScaling;
   kv?: KvFigures;
   prefix?: PrefixFigures;
   peakRssMB: number;
@@ -295,6 +298,10 @@ async function runCase(spec: CaseSpec, out: Partial<ServingCase>): Promise<void>
         mismatches: f.bad,
       };
     });
+
+    // Decode-step anatomy at the same levels, on this (now idle) decoder, mid-decode position.
+    out.steps = await measureStepScaling(ctx, d, levels, base.length + Math.floor(T / 2), 8, spec.model.id === 'stories260K' ? 30 : 4);
+    logErr(`  step anatomy: ${out.steps.rows.map((r) => `S=${r.seqs} step p50 ${r.stepMs.p50.toFixed(2)} ms, compute p50 ${r.computeMs.p50.toFixed(2)} ms`).join('; ')}`);
 
     // Reference ids for the prefix test's prompts, with prefix caching off (this decoder).
     const P = SERVING_DEFAULTS.prefix[spec.model.id];
@@ -505,6 +512,7 @@ function caseTable(c: ServingCase): string {
       );
     }
   }
+  if (c.steps) lines.push('', stepScalingTable(c.steps));
   if (c.kv) {
     const k = c.kv;
     lines.push(
