@@ -16,7 +16,7 @@ import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type Gen
 import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
-import { megakernelModeFromEnv, megakernelSupport } from '../ops/decode_megakernel.ts';
+import { megakernelModeFromEnv, megakernelSupport, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
 import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
@@ -155,7 +155,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
       kvDtype,
       f32Weights: dtype === 'f32' || (dtype === 'auto' && format === 'safetensors'),
       weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
-      maxContext: maxBlocksPerSeq * blockSize,
+      tuning: megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv()),
     }) === null;
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype);

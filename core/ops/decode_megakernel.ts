@@ -27,8 +27,9 @@
  * Eligibility (`megakernelSupport`, else the generic path): f32 weights packed
  * into one buffer, hidden size and head dim multiples of 4, SiLU MLP,
  * activations within the adapter's workgroup memory, the packed weights within
- * one storage binding, context ≤ 8 × 65,535 positions (llvmpipe's per-loop
- * iteration cap on the 8-key attention tiles). Mode WEFT_DECODE_MEGAKERNEL:
+ * one storage binding, and on llvmpipe a step within its per-invocation loop
+ * budget (core/ops/loop_budget.ts; checked per step for the step's rows and
+ * latest position, LlamaModel.decodePath). Mode WEFT_DECODE_MEGAKERNEL:
  * `auto` (default: on for the `cpu` kernel variant, i.e. software adapters,
  * and packed weights ≤ MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES), `on` (any adapter,
  * any size that fits a binding), `off`.
@@ -41,6 +42,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
 import { checkKvTextureFormat, kvRowWords, type KvDtype } from './kv_write.ts';
+import { LLVMPIPE_LOOP_BUDGET, LLVMPIPE_LOOP_PLAN, megakernelLoopCount } from './loop_budget.ts';
 
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
@@ -75,6 +77,12 @@ export interface MegakernelTuning {
   octs: 1 | 2 | 4;
   /** `auto` mode: largest decode-only step (sequences) that takes the megakernel. */
   autoMaxSeqs: number;
+  /**
+   * Loop iterations one invocation may plan to run (core/ops/loop_budget.ts): llvmpipe stops
+   * every loop of an invocation past 65,535 in all, so a step whose megakernelLoopCount exceeds
+   * this goes to the generic path; null where the driver has no such limit.
+   */
+  loopBudget: number | null;
 }
 
 /** Mesa's llvmpipe (Dawn's OpenGL ES backend on a CPU-only host). */
@@ -102,6 +110,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
     wg: software ? 8 : MEGAKERNEL_MAX_WG,
     octs: software ? 1 : 2,
     autoMaxSeqs: software || source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS,
+    loopBudget: llvmpipe ? LLVMPIPE_LOOP_PLAN : null,
   };
 }
 
@@ -124,8 +133,6 @@ export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
  * megakernel for every decode-only step.
  */
 export const MEGAKERNEL_AUTO_MAX_SEQS = 2;
-/** Longest context: attention walks 8-key tiles, and llvmpipe stops a loop after 65,535 iterations. */
-export const MEGAKERNEL_MAX_CONTEXT = 8 * 65535;
 /** Alignment of every packed tensor and of the per-layer KV regions (WebGPU's largest minStorageBufferOffsetAlignment). */
 export const PACK_ALIGN_BYTES = 256;
 
@@ -185,8 +192,8 @@ export interface MegakernelSupportInput {
   f32Weights: boolean;
   /** Bytes of the packed weight buffer. */
   weightBytes: number;
-  /** Context limit the model is run with (positions). */
-  maxContext: number;
+  /** The adapter's shape (megakernelTuning): with a loop budget, a model whose one-sequence step at position 0 exceeds it is refused. */
+  tuning: Pick<MegakernelTuning, 'wg' | 'octs' | 'loopBudget'>;
 }
 
 /**
@@ -210,7 +217,11 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
 
   if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;
   if (MEGAKERNEL_MAX_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
-  if (o.maxContext > MEGAKERNEL_MAX_CONTEXT) return `context ${o.maxContext} > ${MEGAKERNEL_MAX_CONTEXT}`;
+  const budget = o.tuning.loopBudget;
+  if (budget !== null) {
+    const loops = megakernelLoopCount(cfg, { MR: 1, WG: o.tuning.wg, NO: o.tuning.octs, GC: megakernelGC(cfg), argmax: false }, 0);
+    if (loops > budget) return `one sequence's step runs ~${loops} loop iterations per invocation, over llvmpipe's budget (${budget} of ${LLVMPIPE_LOOP_BUDGET})`;
+  }
   if (o.kvDtype !== 'f32' && o.kvDtype !== 'q8') return `KV dtype ${String(o.kvDtype)}`;
   return null;
 }

@@ -27,7 +27,9 @@ import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
 import {
   decodeMegakernel,
+  megakernelGC,
   megakernelModeFromEnv,
+  megakernelRows,
   megakernelScratchFloats,
   megakernelSupport,
   megakernelTuning,
@@ -45,6 +47,7 @@ import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
+import { megakernelLoopCount } from '../../ops/loop_budget.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -169,18 +172,18 @@ export class LlamaModel {
     const kvLayerBytes = Math.ceil((slots * c.kvHeads * row * 4) / PACK_ALIGN_BYTES) * PACK_ALIGN_BYTES;
     const mw = weights.packed ? megakernelWeights(weights) : 'weights are not packed into one f32 buffer';
     const mode = opts.decodeMegakernel ?? megakernelModeFromEnv();
+    let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
     let off =
       megakernelSupport(ctx, c, {
         mode,
         kvDtype,
         f32Weights: !!weights.packed,
         weightBytes: weights.packed?.size ?? weights.bytes,
-        maxContext: geo.maxBlocksPerSeq * geo.blockSize,
+        tuning,
       }) ?? (typeof mw === 'string' ? mw : null);
     const lim = ctx.gpu.limits;
     if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
     this.megakernelOff = off;
-    let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
     let texture: TextureBinding | null = null;
     if (off === null && typeof mw !== 'string' && tuning.weights === 'texture') {
       // A copy of the packed weights as a texture (the generic path keeps reading the buffer).
@@ -379,7 +382,22 @@ export class LlamaModel {
    * number with texture weights) — else the generic path.
    */
   decodePath(s: StepInputs): 'megakernel' | 'generic' {
-    return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) ? 'megakernel' : 'generic';
+    return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) && this.withinLoopBudget(s) ? 'megakernel' : 'generic';
+  }
+
+  /**
+   * On llvmpipe: the step's megakernel invocations stay within the driver's loop budget
+   * (core/ops/loop_budget.ts) at the step's rows per workgroup and latest position; past it
+   * llvmpipe would cut the kernel's loops short, so such steps take the generic path
+   * (bit-identical, so a sequence may move between the paths as its context grows).
+   */
+  private withinLoopBudget(s: StepInputs): boolean {
+    const t = this.mega!.tuning;
+    if (t.loopBudget === null) return true;
+    let latest = 0;
+    for (const p of s.positions) latest = Math.max(latest, p);
+    const MR = megakernelRows(this.cfg, s.numSeqs, this.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
+    return megakernelLoopCount(this.cfg, { MR, WG: t.wg, NO: t.octs, GC: megakernelGC(this.cfg), argmax: false }, latest) <= t.loopBudget;
   }
 
   /** True when record() can write greedy ids instead of logits for this step (the decode megakernel takes it). */

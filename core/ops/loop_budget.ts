@@ -1,0 +1,74 @@
+/**
+ * llvmpipe's loop budget, and the decode megakernel's use of it.
+ *
+ * Mesa's gallivm (llvmpipe, Mesa 22.3 here) guards every shader invocation against endless
+ * loops with ONE counter of LLVMPIPE_LOOP_BUDGET iterations shared by all the loops the
+ * invocation runs, never reset (not by a new loop, not at a barrier): each loop iteration and
+ * each loop exit takes one. Once it is spent, every loop still to come runs zero times and
+ * the kernel's results are silently wrong. Loops the compiler unrolls (small compile-time trip
+ * counts) take nothing. SwiftShader and hardware drivers have no such limit.
+ *
+ * So a kernel that loops over the whole model in one invocation (the decode megakernel) or
+ * over a long context (attention) must stay within it. megakernelLoopCount bounds what one
+ * megakernel invocation spends; test/numerics/loop_budget.test.ts checks the bound against
+ * the counter itself, read back on llvmpipe, for several shapes.
+ */
+import type { DecoderConfig } from '../formats/hf_config.ts';
+
+/** Loop iterations (and exits) one llvmpipe shader invocation may run in all. */
+export const LLVMPIPE_LOOP_BUDGET = 65535;
+
+/** What a kernel plans to use of the budget: the counts are upper bounds, this keeps a margin for what they miss. */
+export const LLVMPIPE_LOOP_PLAN = Math.floor(0.9 * LLVMPIPE_LOOP_BUDGET);
+
+/** The megakernel's shape that sets its loop counts (decode_megakernel.ts defines of the same names). */
+export interface MegakernelLoopShape {
+  /** Token rows per workgroup. */
+  MR: number;
+  /** Invocations per workgroup. */
+  WG: number;
+  /** Octets (8 columns) per invocation per matmul pass. */
+  NO: number;
+  /** Query heads per attention item. */
+  GC: number;
+  /** Greedy ids instead of logits. */
+  argmax: boolean;
+}
+
+type LoopConfig = Pick<DecoderConfig, 'hiddenSize' | 'heads' | 'kvHeads' | 'headDim' | 'intermediateSize' | 'vocabSize' | 'layers' | 'attentionBias' | 'qkNorm' | 'slidingWindow'>;
+
+/**
+ * An upper bound on the loop iterations one megakernel invocation runs for a decode step
+ * whose latest token sits at `maxPosition`. Counted per loop of decode_megakernel.wgsl and its
+ * parts: a loop of n iterations takes n + 1 (its exit); the matmul passes, norms, rope and
+ * attention loops have runtime bounds and always count; the small constant loops (octets,
+ * rows, the 4 lanes of a store) are counted as if they were not unrolled, except attention's
+ * per-tile loops over GC heads and head_dim / 4, which llvmpipe unrolls when GC · head_dim / 4
+ * <= 32 (measured: one count per 8-key tile then, 2 · head_dim / 4 + 3 otherwise).
+ */
+export function megakernelLoopCount(c: LoopConfig, s: MegakernelLoopShape, maxPosition: number): number {
+  const { MR, WG, NO, GC } = s;
+  const D = c.hiddenSize;
+  const hd = c.headDim;
+  const hd4 = hd / 4;
+  const k4 = (k: number): number => Math.ceil(k / 4);
+  const passes = (n: number): number => Math.ceil(n / (8 * NO * WG));
+  const strided = (n: number): number => Math.ceil(n / WG) + 1; // for (k = lid; k < n; k += WG)
+  const store = NO + 1 + NO * (MR + 1); // putOcts: octets, then rows
+  const matmul = (n: number, k: number): number => passes(n) * (k4(k) + 2 + store) + 1;
+  const norm = k4(D) + 1 + strided(MR * k4(D)); // rmsInv, then normRows
+  const qkvCols = (c.heads + 2 * c.kvHeads) * hd;
+  const ropeHead = hd / 2 + 1 + 2 * (hd4 + 1) + 5 + (c.qkNorm ? hd + 1 : 0);
+  const rope = strided(MR * (c.heads + c.kvHeads)) + Math.ceil((MR * (c.heads + c.kvHeads)) / WG) * ropeHead;
+  const items = c.kvHeads * (c.heads / c.kvHeads / GC);
+  const perLane = Math.ceil((MR * items) / WG);
+  const span = c.slidingWindow ? Math.min(maxPosition + 1, c.slidingWindow) : maxPosition + 1;
+  const tiles = Math.ceil(span / 8) + 1; // + 1: a window start off an 8-key boundary
+  const tileCost = GC * hd4 <= 32 ? 1 : 2 * hd4 + 3;
+  const attention = strided(MR * items) + perLane * (2 * GC * (hd4 + 1) + GC + 2 + tiles * tileCost);
+  const gateUp = passes(c.intermediateSize) * (2 * (k4(D) + 1) + 1 + store) + 1;
+  const down = c.intermediateSize % 4 === 0 ? matmul(D, c.intermediateSize) : Math.ceil(D / (8 * WG)) * (k4(c.intermediateSize) + 2 + MR + 2) + 1;
+  const layer = matmul(qkvCols, D) + (c.attentionBias ? passes(qkvCols) * store : 0) + rope + attention + matmul(D, c.heads * hd) + 2 * norm + gateUp + down;
+  const head = passes(c.vocabSize) * (k4(D) + 2 + (s.argmax ? 1 : store + 5)) + 1;
+  return c.layers * layer + strided(MR * k4(D)) + norm + head + (s.argmax ? WG + 1 : 0);
+}
