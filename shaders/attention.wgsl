@@ -40,6 +40,14 @@
 @group(0) @binding(6) var<storage, read> blockTables: array<u32>;      // [seqs, maxBlocks] block ids
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;  // [tokens, qHeads * headDim/4]
 
+#if PASSES
+// Long contexts on llvmpipe (core/ops/loop_budget.ts): a token's 8-key tiles in passes of
+// tiles p.tileFrom .. p.tileTo - 1, one dispatch each. Between passes the running max and
+// sum of each head wait in `st` and the accumulators in `out`, f32 both ways, so the passes
+// compute exactly what one pass would.
+@group(0) @binding(8) var<storage, read_write> st: array<vec2<f32>>;  // [invocations, GC] (m, l)
+#endif
+
 const WG: u32 = {{WG}}u;
 const NEG: f32 = -1e30;  // "minus infinity" that keeps exp() and differences finite
 
@@ -199,23 +207,47 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   var sa: array<vec4<f32>, GC>;  // per head: scores, then weights, of tile keys 0..3
   var sb: array<vec4<f32>, GC>;  // ... and of keys 4..7
   var cf: array<f32, GC>;        // per head: rescale of the running state for this tile
+  let pos = positions[t];
+#if PASSES
+  let jFrom = firstPos(pos) + 8u * p.tileFrom;
+  if (jFrom > pos) { return; }  // all its tiles done in earlier passes
+  let jEnd = firstPos(pos) + 8u * p.tileTo;  // first key of the next pass
+  let resume = p.tileFrom > 0u;
+#endif
   for (var g = 0u; g < GC; g++) {
+#if PASSES
+    let s0 = select(vec2<f32>(NEG, 0.0), st[id * GC + g], resume);
+    m[g] = s0.x;
+    l[g] = s0.y;
+#else
     m[g] = NEG;
     l[g] = 0.0;
+#endif
   }
 #if QREG
   for (var i = 0u; i < GC * HD4; i++) {
     qr[i] = qkv[qBase + i];  // head h0 + i / HD4, vec4 i % HD4
+#if PASSES
+    acr[i] = select(vec4<f32>(0.0), out[oBase + i], resume);
+#else
     acr[i] = vec4<f32>(0.0);
+#endif
+  }
+#elif PASSES
+  if (!resume) {
+    for (var i = 0u; i < GC * p.hd4; i++) { out[oBase + i] = vec4<f32>(0.0); }
   }
 #else
   for (var i = 0u; i < GC * p.hd4; i++) { out[oBase + i] = vec4<f32>(0.0); }
 #endif
-  let pos = positions[t];
   let bt = tokenSeq[t] * p.maxBlocks;
   // Tiles of 8 keys: each q load and acc update serves 8 keys; one max/rescale per tile.
   // Keys past `pos` in the last tile re-read key `pos` (finite) and get weight 0.
+#if PASSES
+  for (var j = jFrom; j <= pos && j < jEnd; j += 8u) {
+#else
   for (var j = firstPos(pos); j <= pos; j += 8u) {
+#endif
     let r0 = kvRow(bt, j, kvh);
     let r1 = kvRow(bt, min(j + 1u, pos), kvh);
     let r2 = kvRow(bt, min(j + 2u, pos), kvh);
@@ -301,6 +333,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       }
     }
   }
+#if PASSES
+  if (jEnd <= pos) {  // tiles left for the next pass: keep the state
+    for (var g = 0u; g < GC; g++) { st[id * GC + g] = vec2<f32>(m[g], l[g]); }
+#if QREG
+    for (var i = 0u; i < GC * HD4; i++) { out[oBase + i] = acr[i]; }
+#endif
+    return;
+  }
+#endif
   for (var g = 0u; g < GC; g++) {
     let inv = 1.0 / l[g];
 #if QREG

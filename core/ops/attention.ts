@@ -19,6 +19,8 @@
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
+import { isLlvmpipe } from './decode_megakernel.ts';
+import { attentionTilesPerPass } from './loop_budget.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { checkKvTextureFormat, isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
 import type { Variant } from './variant.ts';
@@ -45,6 +47,13 @@ export interface AttentionOptions {
   variant?: Variant;
   /** cpu variant: keep q and the accumulators in registers (QREG); default when GC · headDim/4 <= CPU_QREG_MAX. For tests and tools. */
   registers?: boolean;
+  /** Latest position of any token of the step (default: the block tables' capacity), for llvmpipe's loop budget. */
+  maxPosition?: number;
+  /**
+   * cpu variant: key tiles (8 positions) per dispatch. Default on llvmpipe attentionTilesPerPass
+   * (its loop budget; core/ops/loop_budget.ts), elsewhere unlimited. For tests and tools.
+   */
+  tilesPerPass?: number;
 }
 
 const layout = uniformLayout([
@@ -61,6 +70,8 @@ const layout = uniformLayout([
   ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
   ['softcap', 'f32'],
   ['kvBase4', 'u32'], // KV texture caches: vec4 index of the layer's region (else 0)
+  ['tileFrom', 'u32'], // PASSES: this dispatch's key tiles of each token, tileFrom .. tileTo - 1
+  ['tileTo', 'u32'],
 ] as const);
 
 /** Query heads per cpu-variant invocation: at most this many share each K/V load. */
@@ -124,11 +135,18 @@ export async function attention(
   const items = tokens * kvHeads * (group / GC); // cpu: one invocation per (token, kv head, chunk of GC query heads)
   // gpu: 64 threads = keys per tile = max vec4s per head; cpu: cpuAttentionWG.
   const WG = shared ? 64 : cpuAttentionWG(items);
+  const qreg = opts.registers ?? GC * hd4 <= CPU_QREG_MAX;
+  // llvmpipe ends every loop of an invocation past its loop budget: long contexts walk their
+  // tiles in several dispatches (bit-identical to one; attention.wgsl PASSES).
+  const span = Math.min(opts.maxPosition ?? maxBlocksPerSeq * blockSize - 1, maxBlocksPerSeq * blockSize - 1) + 1;
+  const tiles = Math.ceil((opts.window ? Math.min(span, opts.window) : span) / 8) + 1;
+  const perPass = shared ? Infinity : (opts.tilesPerPass ?? (isLlvmpipe(rec.ctx.gpu.info) ? attentionTilesPerPass(GC, hd4) : Infinity));
+  const passes = tiles > perPass ? Math.ceil(tiles / perPass) : 1;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
     defines: shared
       ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex }
-      : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex, QREG: opts.registers ?? GC * hd4 <= CPU_QREG_MAX, HD4: hd4 },
+      : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex, QREG: qreg, HD4: hd4, PASSES: passes > 1 },
     layout,
   });
   const params = {
@@ -145,7 +163,15 @@ export async function attention(
     qScale: softcap > 0 ? scale / softcap : scale,
     softcap,
     kvBase4: isKvTexture(cacheK) ? cacheK.base4 : 0,
+    tileFrom: 0,
+    tileTo: 0,
   };
   const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(items, WG));
-  rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], groups);
+  const bindings = [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out];
+  if (passes === 1) {
+    rec.dispatch(kernel, params, bindings, groups);
+    return;
+  }
+  const state = { buffer: rec.temp(items * GC * 8), size: items * GC * 8 }; // (m, l) per invocation and head
+  for (let k = 0; k < passes; k++) rec.dispatch(kernel, { ...params, tileFrom: k * perPass, tileTo: (k + 1) * perPass }, [...bindings, state], groups);
 }

@@ -14,6 +14,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
+import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export interface EncoderAttentionOptions {
@@ -49,8 +50,8 @@ const layout = uniformLayout([
 /** cpu variant: invocations per workgroup (one SwiftShader SIMD group) and queries per invocation. */
 const CPU_WG = 4;
 const GQ = 4;
-/** llvmpipe stops any invocation after 65,535 loop iterations in total; stay well below. */
-const CPU_EMULATION_LOOP_BUDGET = 60_000;
+/** llvmpipe stops any invocation after 65,535 loop iterations in total (core/ops/loop_budget.ts); stay well below. */
+const CPU_EMULATION_LOOP_BUDGET = LLVMPIPE_LOOP_PLAN;
 
 /** gpu variant tile sizes: QB queries (QB * hd/4 <= 256 threads), KT keys, within workgroup memory. */
 function sharedTiles(hd4: number, limitBytes: number, maxThreads: number): { QB: number; KT: number } | null {

@@ -19,6 +19,7 @@ import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { hasPenalties, NO_TOKEN, type SamplingParams } from '../sampling/params.ts';
 import { ceilDiv, grid1d } from './grid.ts';
+import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export { NO_TOKEN };
@@ -102,10 +103,10 @@ export function packRows(rows: readonly SampleRow[], V: number): { words: Uint32
 
 /**
  * llvmpipe (Mesa's OpenGL ES driver) silently ends every loop once one
- * invocation has run 65535 loop iterations in total, so the one-invocation-
- * per-row kernel is only used while a row's worst case stays below this.
+ * invocation has run 65535 loop iterations in total (core/ops/loop_budget.ts), so the
+ * one-invocation-per-row kernel is only used while a row's worst case stays below this.
  */
-const LOOP_CAP = 60000;
+const LOOP_CAP = LLVMPIPE_LOOP_PLAN;
 /** Invocations (rows) per workgroup of the SHARED=0 kernel: 4 measured fastest (SwiftShader's SIMD width). */
 const CPU_WG = 4;
 

@@ -70,6 +70,13 @@ export interface LlamaModelOptions {
 const MEGAKERNEL_STEP_FIELDS = new Set(['tokens', 'positions', 'tokenSeq', 'slots', 'blockTables', 'numSeqs', 'logitRows']);
 
 /** True for a decode-only step: token i is the single token of sequence i and logit row i. */
+/** The step's latest token position (0 for an empty step). */
+function latestPosition(s: StepInputs): number {
+  let latest = 0;
+  for (const p of s.positions) latest = Math.max(latest, p);
+  return latest;
+}
+
 function isDecodeOnly(s: StepInputs): boolean {
   const S = s.numSeqs;
   if (S === 0 || s.tokens.length !== S || s.logitRows.length !== S) return false;
@@ -322,6 +329,7 @@ export class LlamaModel {
     const a = this.act('act', [T, c.intermediateSize]);
     const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols, kvDtype: this.kvDtype };
     const slots = this.view('slots', T);
+    const latest = latestPosition(s);
 
     await embedding(rec, this.view('tokens', T), w.embed, x);
     if (s.embedAt?.length) {
@@ -353,6 +361,7 @@ export class LlamaModel {
         ...heads,
         blockSize: this.geo.blockSize,
         maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
+        maxPosition: latest,
         ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
       });
       await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
@@ -394,8 +403,7 @@ export class LlamaModel {
   private withinLoopBudget(s: StepInputs): boolean {
     const t = this.mega!.tuning;
     if (t.loopBudget === null) return true;
-    let latest = 0;
-    for (const p of s.positions) latest = Math.max(latest, p);
+    const latest = latestPosition(s);
     const MR = megakernelRows(this.cfg, s.numSeqs, this.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
     return megakernelLoopCount(this.cfg, { MR, WG: t.wg, NO: t.octs, GC: megakernelGC(this.cfg), argmax: false }, latest) <= t.loopBudget;
   }
