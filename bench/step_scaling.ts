@@ -7,10 +7,10 @@
  * model can), every sequence at a mid-decode position, in interleaved blocks over all S (the
  * host's speed drifts within minutes; block interleaving spreads it evenly). Per step:
  *   step ms   — record + submit + readback resolved (what a step costs the engine's loop);
- *   submit ms — inside queue.submit(): on the CPU emulators the device computes there,
- *               synchronously (llvmpipe's launch_grid waits for its workers);
- *   compute   — submit ms minus the median submit of a one-workgroup trivial dispatch
- *               (the fixed cost of getting any dispatch to the device and back).
+ *   submit ms — inside queue.submit(): on llvmpipe the device computes there, synchronously
+ *               (its launch_grid waits for its workers); SwiftShader computes after it;
+ *   compute   — step ms minus the median step of a one-workgroup trivial dispatch recorded
+ *               the same way (the fixed cost of getting any dispatch to the device and back).
  * compute(S) / compute(1) says how much more device work S rows are than one row; S over it
  * is the batching gain of the device alone ("compute-only ratio"). Everything else in the
  * serving ratio is per-step fixed cost (JS, Dawn, driver) that a batch pays once and a
@@ -32,7 +32,7 @@ export interface StepScalingRow {
   seqs: number;
   stepMs: Spread;
   submitMs: Spread;
-  /** submitMs minus the trivial dispatch's median submit. */
+  /** stepMs minus the trivial dispatch's median step. */
   computeMs: Spread;
 }
 
@@ -41,7 +41,8 @@ export interface StepScaling {
   position: number;
   /** Timed steps per S. */
   steps: number;
-  /** Submit of one one-workgroup dispatch (an element-wise add of 4 floats). */
+  /** A step of one one-workgroup dispatch (an element-wise add of 4 floats) and its submit. */
+  trivialStepMs: Spread;
   trivialSubmitMs: Spread;
   rows: StepScalingRow[];
 }
@@ -79,6 +80,7 @@ export async function measureStepScaling(ctx: GpuContext, d: LoadedDecoder, size
   const b = ctx.tensor(new Float32Array([4, 3, 2, 1]), [4], 'f32');
   const c = ctx.tensor(new Float32Array(4), [4], 'f32');
   const trivial: number[] = [];
+  const trivialSubmit: number[] = [];
   try {
     const once = async (x: (typeof steps)[number] | null): Promise<[number, number]> => {
       const t0 = performance.now();
@@ -109,7 +111,10 @@ export async function measureStepScaling(ctx: GpuContext, d: LoadedDecoder, size
           if (x) {
             x.step.push(stepMs);
             x.submit.push(submitMs);
-          } else trivial.push(submitMs);
+          } else {
+            trivial.push(stepMs);
+            trivialSubmit.push(submitMs);
+          }
         }
       }
     }
@@ -120,8 +125,9 @@ export async function measureStepScaling(ctx: GpuContext, d: LoadedDecoder, size
   return {
     position,
     steps: blocks * perBlock,
-    trivialSubmitMs: spread(trivial),
-    rows: steps.map((x) => ({ seqs: x.S, stepMs: spread(x.step), submitMs: spread(x.submit), computeMs: spread(x.submit.map((v) => v - base)) })),
+    trivialStepMs: spread(trivial),
+    trivialSubmitMs: spread(trivialSubmit),
+    rows: steps.map((x) => ({ seqs: x.S, stepMs: spread(x.step), submitMs: spread(x.submit), computeMs: spread(x.step.map((v) => v - base)) })),
   };
 }
 
@@ -133,7 +139,7 @@ export function stepScalingTable(s: StepScaling): string {
   const rel = (x: number, y: number | undefined): string => (one && y ? `${f2(x / y)}x` : '—');
   const lines = [
     `Decode-step anatomy (model-level: greedy decode-only steps at position ${s.position}, ${s.steps} per S in interleaved blocks; ` +
-      `compute = submit − the median submit of a trivial one-workgroup dispatch, ${f2(s.trivialSubmitMs.p50)} ms; p10 / p50 / mean ms). ` +
+      `compute = step − the median step of a trivial one-workgroup dispatch, ${f2(s.trivialStepMs.p50)} ms (its submit ${f2(s.trivialSubmitMs.p50)} ms); p10 / p50 / mean ms). ` +
       'Compute-only ratio = S / (compute(S) / compute(1)): what batching gains on the device alone; the rest of the serving ratio is per-step fixed cost paid once per batch.',
     '',
     '| S | step ms | submit ms | compute ms | compute vs S = 1 (p50 / mean) | compute-only ratio (p50 / mean) | step vs S = 1 (p50 / mean) | step ratio (p50 / mean) |',
