@@ -20,9 +20,9 @@ import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { isLlvmpipe } from './decode_megakernel.ts';
-import { attentionTilesPerPass } from './loop_budget.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { checkKvTextureFormat, isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
+import { attentionTilesPerPass } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export interface AttentionOptions {

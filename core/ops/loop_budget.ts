@@ -1,5 +1,5 @@
 /**
- * llvmpipe's loop budget, and the decode megakernel's use of it.
+ * llvmpipe's loop budget, and how the kernels that loop long stay within it.
  *
  * Mesa's gallivm (llvmpipe, Mesa 22.3 here) guards every shader invocation against endless
  * loops with ONE counter of LLVMPIPE_LOOP_BUDGET iterations shared by all the loops the

@@ -46,8 +46,8 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
+import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -69,7 +69,6 @@ export interface LlamaModelOptions {
 /** The StepInputs fields the megakernel understands; a step carrying anything else (e.g. image rows) takes the generic path. */
 const MEGAKERNEL_STEP_FIELDS = new Set(['tokens', 'positions', 'tokenSeq', 'slots', 'blockTables', 'numSeqs', 'logitRows']);
 
-/** True for a decode-only step: token i is the single token of sequence i and logit row i. */
 /** The step's latest token position (0 for an empty step). */
 function latestPosition(s: StepInputs): number {
   let latest = 0;
@@ -77,6 +76,7 @@ function latestPosition(s: StepInputs): number {
   return latest;
 }
 
+/** True for a decode-only step: token i is the single token of sequence i and logit row i. */
 function isDecodeOnly(s: StepInputs): boolean {
   const S = s.numSeqs;
   if (S === 0 || s.tokens.length !== S || s.logitRows.length !== S) return false;
