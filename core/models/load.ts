@@ -155,7 +155,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
       kvDtype,
       f32Weights: dtype === 'f32' || (dtype === 'auto' && format === 'safetensors'),
       weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
-      tuning: megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv()),
+      weightSource: megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv()).weights,
     }) === null;
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype);

@@ -27,11 +27,13 @@
  * Eligibility (`megakernelSupport`, else the generic path): f32 weights packed
  * into one buffer, hidden size and head dim multiples of 4, SiLU MLP,
  * activations within the adapter's workgroup memory, the packed weights within
- * one storage binding, and on llvmpipe a step within its per-invocation loop
- * budget (core/ops/loop_budget.ts; checked per step for the step's rows and
- * latest position, LlamaModel.decodePath). Mode WEFT_DECODE_MEGAKERNEL:
+ * one storage binding. On llvmpipe each step must also stay within the driver's
+ * per-invocation loop budget (core/ops/loop_budget.ts; LlamaModel checks the
+ * model at one sequence and position 0, then every step by its rows and latest
+ * position). Mode WEFT_DECODE_MEGAKERNEL:
  * `auto` (default: on for the `cpu` kernel variant, i.e. software adapters,
- * and packed weights ≤ MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES), `on` (any adapter,
+ * and packed weights ≤ megakernelWeightCap: 64 MiB from a buffer, one weight
+ * texture from a texture), `on` (any adapter,
  * any size that fits a binding), `off`.
  */
 import type { DecoderConfig } from '../formats/hf_config.ts';
@@ -42,7 +44,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
 import { checkKvTextureFormat, kvRowWords, type KvDtype } from './kv_write.ts';
-import { LLVMPIPE_LOOP_BUDGET, LLVMPIPE_LOOP_PLAN, megakernelLoopCount } from './loop_budget.ts';
+import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
@@ -121,8 +123,21 @@ export function megakernelWeightsFromEnv(): MegakernelWeightSource | 'auto' {
   if ((MEGAKERNEL_WEIGHT_SOURCES as readonly string[]).includes(v)) return v as MegakernelWeightSource | 'auto';
   throw new WeftError('invalid_config', `WEFT_MEGAKERNEL_WEIGHTS must be one of ${MEGAKERNEL_WEIGHT_SOURCES.join(', ')} (got "${v}")`);
 }
-/** `auto` uses the megakernel only for models whose packed f32 weights fit this (one core streams them per token). */
+/**
+ * `auto` with the weights read from the storage buffer packs (and runs the megakernel for)
+ * only models whose f32 weights fit this: one workgroup (one core) streams every weight per
+ * token. With texture weights (llvmpipe) the bound is one weight texture (megakernelWeightCap)
+ * and the loop budget decides which steps take the megakernel (core/ops/loop_budget.ts);
+ * a model past that budget still gets the texture storage for its generic path (the random
+ * 24M-parameter Llama, 92 MiB: 45 ms per one-sequence decode step from the texture against
+ * 162 ms from the buffer).
+ */
 export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
+
+/** Bytes of packed weights `auto` admits when the weights are read from `source`. */
+export function megakernelWeightCap(limits: Pick<GPUSupportedLimits, 'maxTextureDimension2D'>, source: MegakernelWeightSource): number {
+  return source === 'texture' ? WEIGHT_TEXTURE_WIDTH * limits.maxTextureDimension2D * 16 : MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES;
+}
 /**
  * `auto` on a hardware adapter with weights read from the storage buffer runs the megakernel
  * for decode-only steps of at most this many sequences. Measured on llvmpipe (stories260K,
@@ -192,8 +207,8 @@ export interface MegakernelSupportInput {
   f32Weights: boolean;
   /** Bytes of the packed weight buffer. */
   weightBytes: number;
-  /** The adapter's shape (megakernelTuning): with a loop budget, a model whose one-sequence step at position 0 exceeds it is refused. */
-  tuning: Pick<MegakernelTuning, 'wg' | 'octs' | 'loopBudget'>;
+  /** Where the megakernel reads the weights from (megakernelTuning): sets `auto`'s size bound (megakernelWeightCap). */
+  weightSource: MegakernelWeightSource;
 }
 
 /**
@@ -204,8 +219,9 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
   if (o.mode === 'off') return 'WEFT_DECODE_MEGAKERNEL=off';
   if (o.mode === 'auto' && ctx.variant !== 'cpu') return 'auto: only on software adapters (kernel variant cpu); one workgroup per sequence would underuse a real GPU';
   // The size bound first: a model over it is not packed, and "not f32" would misstate why.
-  if (o.mode === 'auto' && o.weightBytes > MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES) {
-    return `auto: packed weights ${(o.weightBytes / 2 ** 20).toFixed(1)} MiB > ${MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES / 2 ** 20} MiB`;
+  const cap = megakernelWeightCap(ctx.gpu.limits, o.weightSource);
+  if (o.mode === 'auto' && o.weightBytes > cap) {
+    return `auto: packed weights ${(o.weightBytes / 2 ** 20).toFixed(1)} MiB > ${cap / 2 ** 20} MiB (weights read from a ${o.weightSource})`;
   }
   if (!o.f32Weights) return 'weights are not f32';
   const lim = ctx.gpu.limits;
@@ -217,11 +233,6 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
 
   if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;
   if (MEGAKERNEL_MAX_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
-  const budget = o.tuning.loopBudget;
-  if (budget !== null) {
-    const loops = megakernelLoopCount(cfg, { MR: 1, WG: o.tuning.wg, NO: o.tuning.octs, GC: megakernelGC(cfg), argmax: false }, 0);
-    if (loops > budget) return `one sequence's step runs ~${loops} loop iterations per invocation, over llvmpipe's budget (${budget} of ${LLVMPIPE_LOOP_BUDGET})`;
-  }
   if (o.kvDtype !== 'f32' && o.kvDtype !== 'q8') return `KV dtype ${String(o.kvDtype)}`;
   return null;
 }

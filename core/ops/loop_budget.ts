@@ -92,3 +92,14 @@ export function attentionTilesPerPass(GC: number, hd4: number): number {
   const fixed = 4 * GC * (hd4 + 2) + 16;
   return Math.floor((LLVMPIPE_LOOP_PLAN - fixed) / perTile);
 }
+
+/**
+ * Why no step of this model can take the megakernel within `budget` (its one-sequence step at
+ * position 0 is already past it), or null. Such a model keeps the texture storage of the
+ * megakernel's adapter for its generic path.
+ */
+export function megakernelBudgetProblem(c: LoopConfig, s: Omit<MegakernelLoopShape, 'MR' | 'argmax'>, budget: number | null): string | null {
+  if (budget === null) return null;
+  const loops = megakernelLoopCount(c, { ...s, MR: 1, argmax: false }, 0);
+  return loops > budget ? `one sequence's step runs ~${loops} loop iterations per invocation, over llvmpipe's budget (${budget} of ${LLVMPIPE_LOOP_BUDGET})` : null;
+}

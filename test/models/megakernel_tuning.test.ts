@@ -3,11 +3,24 @@
  * llvmpipe gets texture weights, KV and scratch; both CPU emulators get 8-invocation
  * workgroups of 8 columns per invocation and no batch cap; hardware adapters keep buffers,
  * 32 invocations of 16 columns and the 2-sequence auto cap; WEFT_MEGAKERNEL_WEIGHTS overrides the weight source and rejects
- * unknown values with invalid_config.
+ * unknown values with invalid_config. `auto`'s size bound follows the weight source: 64 MiB
+ * from a storage buffer, one weight texture (2,048 texels x the 2D limit) from a texture.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
-import { isLlvmpipe, isSwiftShader, MEGAKERNEL_AUTO_MAX_SEQS, MEGAKERNEL_FIXED_SMEM_BYTES, MEGAKERNEL_MAX_WG, megakernelRows, megakernelSmem, megakernelTuning, megakernelWeightsFromEnv } from '../../core/ops/decode_megakernel.ts';
+import {
+  isLlvmpipe,
+  isSwiftShader,
+  MEGAKERNEL_AUTO_MAX_SEQS,
+  MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES,
+  MEGAKERNEL_FIXED_SMEM_BYTES,
+  MEGAKERNEL_MAX_WG,
+  megakernelRows,
+  megakernelSmem,
+  megakernelTuning,
+  megakernelWeightCap,
+  megakernelWeightsFromEnv,
+} from '../../core/ops/decode_megakernel.ts';
 
 const LLVMPIPE = { name: 'OpenGL version OpenGL ES 3.2 Mesa 22.3.6', device: 'llvmpipe-llvm-15-0-6-256-bits-' };
 const SWIFTSHADER = { name: 'SwiftShader driver 5.0.0', device: 'SwiftShader Device (Subzero)' };
@@ -58,6 +71,13 @@ describe('megakernelTuning', () => {
     expect(megakernelRows(cfg, 4, two)).toBe(2);
     expect(megakernelRows(cfg, 16, two)).toBe(2);
     expect(megakernelRows(cfg, 4, two - 1)).toBe(1);
+  });
+
+  it('bounds auto by 64 MiB for buffer weights and by one 2048-texel-wide texture for texture weights', () => {
+    expect(MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES).toBe(64 * 2 ** 20);
+    expect(megakernelWeightCap({ maxTextureDimension2D: 16384 }, 'buffer')).toBe(64 * 2 ** 20);
+    expect(megakernelWeightCap({ maxTextureDimension2D: 16384 }, 'texture')).toBe(512 * 2 ** 20);
+    expect(megakernelWeightCap({ maxTextureDimension2D: 8192 }, 'texture')).toBe(256 * 2 ** 20);
   });
 
   it('reads WEFT_MEGAKERNEL_WEIGHTS and refuses unknown values', () => {

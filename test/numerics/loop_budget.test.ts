@@ -9,7 +9,8 @@
  *   for shapes from stories260K's to a stories15M-sized model, so the estimate is checked to be
  *   an upper bound (and not a loose one) on the driver the engine runs on;
  * - the guard: LlamaModel takes the megakernel only for steps within the budget (by rows per
- *   workgroup and latest position) and refuses models whose one-sequence step exceeds it.
+ *   workgroup and latest position); a model whose one-sequence step exceeds it never takes
+ *   the megakernel but keeps the texture storage for its generic path.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
@@ -190,7 +191,7 @@ describe.runIf(TEST_BACKENDS.includes('opengles'))('decode megakernel loop count
 });
 
 describe.each(TEST_BACKENDS)('megakernel loop guard on %s', (backend) => {
-  it('takes the generic path for steps past the budget and refuses models past it at position 0', async () => {
+  it('takes the generic path for steps past the budget, and for every step of a model past it at position 0', async () => {
     const ctx = await gpuFor(backend);
     const llvmpipe = isLlvmpipe(ctx.gpu.info);
     // head_dim 128, GQA 2: ~67 loop counts per 8-key tile per invocation, so the budget ends
@@ -203,6 +204,8 @@ describe.each(TEST_BACKENDS)('megakernel loop guard on %s', (backend) => {
     const wide = shape(300_000, 64, 4, 2, 64, 1);
     const wideWeights = await weightsFor(ctx, wide);
     const wideModel = new LlamaModel(ctx, wide, wideWeights, geo, 'f32', { decodeMegakernel: 'on' });
+    // Its 77 MB of weights are past auto's 64 MiB bound for buffer weights, within it for a texture.
+    const wideAuto = new LlamaModel(ctx, wide, wideWeights, geo, 'f32', { decodeMegakernel: 'auto' });
     try {
       expect(model.megakernelOff).toBeNull();
       const t = megakernelTuning(ctx.gpu.info);
@@ -216,11 +219,24 @@ describe.each(TEST_BACKENDS)('megakernel loop guard on %s', (backend) => {
       // Past the plan: generic on llvmpipe only (no loop budget elsewhere).
       expect(model.decodePath(decodeStep(geo, 1, last + 16))).toBe(llvmpipe ? 'generic' : 'megakernel');
       expect(model.decodePath(decodeStep(geo, 2, 7500))).toBe(llvmpipe ? 'generic' : 'megakernel');
-      if (llvmpipe) expect(wideModel.megakernelOff).toMatch(/^one sequence's step runs ~\d+ loop iterations per invocation, over llvmpipe's budget \(60000 of 65535\)$/);
-      else expect(wideModel.megakernelOff).toBeNull();
+      if (llvmpipe) {
+        expect(wideModel.megakernelOff).toMatch(/^one sequence's step runs ~\d+ loop iterations per invocation, over llvmpipe's budget \(60000 of 65535\)$/);
+        expect(wideModel.decodePath(decodeStep(geo, 1, 0))).toBe('generic');
+        // ... while its generic path keeps llvmpipe's texture storage.
+        expect(wideModel.megakernelWeightSource).toBe('texture');
+        expect(wideModel.kvStorage).toBe('texture');
+        expect(wideAuto.megakernelOff).toBe(wideModel.megakernelOff);
+        expect(wideAuto.megakernelWeightSource).toBe('texture');
+      } else {
+        expect(wideModel.megakernelOff).toBeNull();
+        expect(wideModel.decodePath(decodeStep(geo, 1, 0))).toBe('megakernel');
+        expect(wideAuto.megakernelOff).toMatch(/^auto: packed weights 7\d\.\d MiB > 64 MiB \(weights read from a buffer\)$/);
+        expect(wideAuto.megakernelWeightSource).toBeNull();
+      }
     } finally {
       model.destroy();
       wideModel.destroy();
+      wideAuto.destroy();
       destroyLlamaWeights(weights);
       destroyLlamaWeights(wideWeights);
     }

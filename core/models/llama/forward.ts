@@ -46,7 +46,7 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { megakernelLoopCount } from '../../ops/loop_budget.ts';
+import { megakernelBudgetProblem, megakernelLoopCount } from '../../ops/loop_budget.ts';
 import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
@@ -186,27 +186,30 @@ export class LlamaModel {
         kvDtype,
         f32Weights: !!weights.packed,
         weightBytes: weights.packed?.size ?? weights.bytes,
-        tuning,
+        weightSource: tuning.weights,
       }) ?? (typeof mw === 'string' ? mw : null);
     const lim = ctx.gpu.limits;
     if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
-    this.megakernelOff = off;
+    // Past llvmpipe's loop budget at one sequence no step takes the megakernel, but the
+    // generic path keeps its texture storage (texture-weight matmuls, KV textures).
+    const budgetOff = off === null ? megakernelBudgetProblem(c, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(c) }, tuning.loopBudget) : null;
+    this.megakernelOff = off ?? budgetOff;
     let texture: TextureBinding | null = null;
     if (off === null && typeof mw !== 'string' && tuning.weights === 'texture') {
       // A copy of the packed weights as a texture (the generic path keeps reading the buffer).
       texture = weightTexture(ctx, mw.buffer, weights.packed!.size);
-      if (!texture) tuning = megakernelTuning(ctx.gpu.info, 'buffer');
+      if (!texture) tuning = megakernelTuning(ctx.gpu.info, 'buffer'); // (sized within one texture by megakernelWeightCap)
     }
     // x of the generic matmuls (prefill) as texels: up to maxTokens rows of the widest K.
     const xStage = texture ? stagingTexture(ctx, T * Math.ceil(Math.max(c.hiddenSize, c.heads * c.headDim, c.intermediateSize) / 4)) : null;
     let scratch: TextureBinding | null = null;
-    if (off === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
+    if (off === null && budgetOff === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
       scratch = createR32Texture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
       if (!scratch) tuning = { ...tuning, scratch: 'workgroup' };
     }
     this.mega =
       off === null && typeof mw !== 'string'
-        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
+        ? { weights: mw, kvLayerBytes, maxSeqs: budgetOff ? 0 : mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
         : null;
     const kvTex = this.mega && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4, kvDtype === 'q8' ? 'r32uint' : 'r32float') : null;
     if (kvTex) {
