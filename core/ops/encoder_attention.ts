@@ -10,9 +10,11 @@
  * f32. headDim, rowStride and the offsets must be multiples of 4 (vec4 loads).
  * Kernel: shaders/encoder_attention.wgsl. Reference: encoder_attention.ref.ts.
  */
+import { InvalidRequestError } from '../errors.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
+import { isLlvmpipe } from './decode_megakernel.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
@@ -92,8 +94,10 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
   const lim = rec.ctx.gpu.limits;
   const tiles = shared ? sharedTiles(hd4, lim.maxComputeWorkgroupStorageSize, Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX)) : null;
   if (shared && !tiles) throw new Error(`encoderAttention: headDim ${headDim} too large for the gpu variant's workgroup limits`);
-  if (rec.ctx.gpu.info.isCpu && loopIterations(S, hd4, tiles) > CPU_EMULATION_LOOP_BUDGET) {
-    throw new Error(`encoderAttention: seqLen ${S} x headDim ${headDim} exceeds the CPU emulator's per-invocation loop budget`);
+  // Only llvmpipe has the budget (SwiftShader runs any loop count): there a longer sequence
+  // would come back silently wrong, so it is refused.
+  if (isLlvmpipe(rec.ctx.gpu.info) && loopIterations(S, hd4, tiles) > CPU_EMULATION_LOOP_BUDGET) {
+    throw new InvalidRequestError('input_too_long', `encoderAttention: ${S} tokens x headDim ${headDim} exceed llvmpipe's per-invocation loop budget (core/ops/loop_budget.ts)`, { seqLen: S, headDim });
   }
   const kernel = await rec.ctx.pipelines.get({
     shader: 'encoder_attention',

@@ -12,7 +12,9 @@
  * over a long context (attention) must stay within it. Where each kernel stands:
  *   decode megakernel — megakernelLoopCount per step; past the plan the step goes generic;
  *   attention (cpu variant) — long contexts in passes of attentionTilesPerPass tiles;
- *   encoder attention — refuses a sequence length past the plan (encoder_attention.ts);
+ *   encoder attention — refuses a sequence length past the plan on llvmpipe with
+ *   input_too_long (encoder_attention.ts; a whole batch fails with it, so readers of
+ *   long-context encoders on llvmpipe should cap their inputs below it);
  *   sampler — the one-invocation-per-row variant only within the plan (sample.ts cpuLoops);
  *   matmul, norms, rope, KV writes, embeddings — loops of K/4, D or head_dim per
  *   invocation: far below the budget at any model size served here.

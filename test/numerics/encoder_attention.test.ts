@@ -7,6 +7,8 @@
  * come out as zeros.
  */
 import { describe, expect, it } from 'vitest';
+import { WeftError } from '../../core/errors.ts';
+import { isLlvmpipe } from '../../core/ops/decode_megakernel.ts';
 import { encoderAttention, type EncoderAttentionOptions } from '../../core/ops/encoder_attention.ts';
 import { encoderAttentionRef } from '../../core/ops/encoder_attention.ref.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, TOL_F32 } from '../helpers/gpu.ts';
@@ -68,4 +70,36 @@ describe.each(BACKEND_VARIANTS)('encoder_attention on %s, %s variant', (backend,
     assertClose(new Float32Array(await got), want, TOL_F32);
     for (const t of [tq, tl, to]) t.buffer.destroy();
   });
+});
+
+// The cpu variant walks a query block's whole row in one invocation: past llvmpipe's loop
+// budget (core/ops/loop_budget.ts) it is refused there with a typed error, since the driver
+// would silently cut the loops short; SwiftShader has no such budget and computes it.
+describe.each(BACKEND_VARIANTS.filter(([, v]) => v === 'cpu'))('encoder_attention past the loop budget on %s, %s variant', (backend, variant) => {
+  it('3,000 tokens, hd 64: refused on llvmpipe (input_too_long), computed elsewhere', async () => {
+    const ctx = await gpuFor(backend);
+    const c: Case = { name: 'long', S: 3000, heads: 1, hd: 64, lengths: [3000] };
+    const { qkv, opts } = makeQkv(c, 7);
+    const lengths = Uint32Array.from(c.lengths);
+    const tq = ctx.tensor(qkv, [c.S, opts.rowStride], 'f32');
+    const tl = ctx.tensor(lengths, [1], 'u32');
+    const to = ctx.scratch([c.S, c.hd]);
+    try {
+      const rec = ctx.recorder();
+      if (isLlvmpipe(ctx.gpu.info)) {
+        const err = await encoderAttention(rec, tq, tl, to, { ...opts, variant }).then(() => null, (e: unknown) => e);
+        expect(err).toBeInstanceOf(WeftError);
+        expect((err as WeftError).code).toBe('input_too_long');
+        expect(rec.dispatches).toBe(0);
+        return;
+      }
+      await encoderAttention(rec, tq, tl, to, { ...opts, variant });
+      const got = rec.readback(to);
+      rec.submit();
+      assertClose(new Float32Array(await got), encoderAttentionRef(qkv, lengths, opts), TOL_F32);
+    } finally {
+      ctx.free(to);
+      for (const t of [tq, tl]) t.buffer.destroy();
+    }
+  }, 300_000);
 });
