@@ -116,6 +116,16 @@ async function loadDawn(): Promise<DawnModule> {
   return dawn;
 }
 
+/** Mesa's llvmpipe (Dawn's OpenGL ES backend on a CPU-only host). */
+export function isLlvmpipe(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
+  return /llvmpipe/i.test(`${info.device} ${info.name}`);
+}
+
+/** Google's SwiftShader (Dawn's Vulkan fallback, Chromium's software WebGPU). */
+export function isSwiftShader(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
+  return /swiftshader/i.test(`${info.device} ${info.name}`);
+}
+
 function describe(a: GPUAdapter): string {
   const i = a.info;
   return i.description || i.device || i.architecture || i.vendor || 'unknown adapter';

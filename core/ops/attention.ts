@@ -16,10 +16,10 @@
  * gpu = one 64-thread workgroup per (token, query head), keys in tiles of 64.
  * Reference: attention.ref.ts.
  */
+import { isLlvmpipe } from '../gpu/device.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
-import { isLlvmpipe } from './decode_megakernel.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { checkKvTextureFormat, isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
 import { attentionTilesPerPass } from './loop_budget.ts';

@@ -38,7 +38,7 @@
  */
 import type { DecoderConfig } from '../formats/hf_config.ts';
 import type { GpuContext } from '../gpu/context.ts';
-import type { GpuInfo } from '../gpu/device.ts';
+import { isLlvmpipe, isSwiftShader, type GpuInfo } from '../gpu/device.ts';
 import { copyRowsToTexture, type Recorder, type TextureBinding } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
@@ -85,16 +85,6 @@ export interface MegakernelTuning {
    * this goes to the generic path; null where the driver has no such limit.
    */
   loopBudget: number | null;
-}
-
-/** Mesa's llvmpipe (Dawn's OpenGL ES backend on a CPU-only host). */
-export function isLlvmpipe(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
-  return /llvmpipe/i.test(`${info.device} ${info.name}`);
-}
-
-/** Google's SwiftShader (Dawn's Vulkan fallback, Chromium's software WebGPU). */
-export function isSwiftShader(info: Pick<GpuInfo, 'name' | 'device'>): boolean {
-  return /swiftshader/i.test(`${info.device} ${info.name}`);
 }
 
 /** The megakernel shape for this adapter; `weights` overrides the weight source (WEFT_MEGAKERNEL_WEIGHTS). */

@@ -11,10 +11,10 @@
  * Kernel: shaders/encoder_attention.wgsl. Reference: encoder_attention.ref.ts.
  */
 import { InvalidRequestError } from '../errors.ts';
+import { isLlvmpipe } from '../gpu/device.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
-import { isLlvmpipe } from './decode_megakernel.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
@@ -52,8 +52,6 @@ const layout = uniformLayout([
 /** cpu variant: invocations per workgroup (one SwiftShader SIMD group) and queries per invocation. */
 const CPU_WG = 4;
 const GQ = 4;
-/** llvmpipe stops any invocation after 65,535 loop iterations in total (core/ops/loop_budget.ts); stay well below. */
-const CPU_EMULATION_LOOP_BUDGET = LLVMPIPE_LOOP_PLAN;
 
 /** gpu variant tile sizes: QB queries (QB * hd/4 <= 256 threads), KT keys, within workgroup memory. */
 function sharedTiles(hd4: number, limitBytes: number, maxThreads: number): { QB: number; KT: number } | null {
@@ -96,7 +94,7 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
   if (shared && !tiles) throw new Error(`encoderAttention: headDim ${headDim} too large for the gpu variant's workgroup limits`);
   // Only llvmpipe has the budget (SwiftShader runs any loop count): there a longer sequence
   // would come back silently wrong, so it is refused.
-  if (isLlvmpipe(rec.ctx.gpu.info) && loopIterations(S, hd4, tiles) > CPU_EMULATION_LOOP_BUDGET) {
+  if (isLlvmpipe(rec.ctx.gpu.info) && loopIterations(S, hd4, tiles) > LLVMPIPE_LOOP_PLAN) {
     throw new InvalidRequestError('input_too_long', `encoderAttention: ${S} tokens x headDim ${headDim} exceed llvmpipe's per-invocation loop budget (core/ops/loop_budget.ts)`, { seqLen: S, headDim });
   }
   const kernel = await rec.ctx.pipelines.get({

@@ -101,12 +101,6 @@ export function packRows(rows: readonly SampleRow[], V: number): { words: Uint32
   return { words, zRows, pairs: counts.map((c) => c?.size ?? 0) };
 }
 
-/**
- * llvmpipe (Mesa's OpenGL ES driver) silently ends every loop once one
- * invocation has run 65535 loop iterations in total (core/ops/loop_budget.ts), so the
- * one-invocation-per-row kernel is only used while a row's worst case stays below this.
- */
-const LOOP_CAP = LLVMPIPE_LOOP_PLAN;
 /** Invocations (rows) per workgroup of the SHARED=0 kernel: 4 measured fastest (SwiftShader's SIMD width). */
 const CPU_WG = 4;
 
@@ -137,9 +131,12 @@ function cpuLoops(V: number, rows: readonly SampleRow[], pairs: number[]): numbe
   return (fast ? q : 0) + (filled ? 2 * q + maxPairs : 0) + sampling;
 }
 
-/** Kernel choice: `gpu` -> workgroup per row; `cpu` -> invocation per row unless the loop cap forbids it. */
+/**
+ * Kernel choice: `gpu` -> workgroup per row; `cpu` -> invocation per row while its worst case
+ * fits llvmpipe's per-invocation loop budget (core/ops/loop_budget.ts), else workgroups.
+ */
 function kernelFor(variant: Variant, V: number, rows: readonly SampleRow[], pairs: number[]): { shared: boolean; WG: number } {
-  if (variant === 'cpu' && cpuLoops(V, rows, pairs) <= LOOP_CAP) return { shared: false, WG: CPU_WG };
+  if (variant === 'cpu' && cpuLoops(V, rows, pairs) <= LLVMPIPE_LOOP_PLAN) return { shared: false, WG: CPU_WG };
   // 128 measured fastest on SwiftShader and llvmpipe (V = 32k and 152k); 256 for real GPUs.
   // Per invocation that is ~68 * V / (4 * WG) loop iterations: under the cap up to V ~ 450k / 900k.
   return { shared: true, WG: variant === 'cpu' ? 128 : 256 };

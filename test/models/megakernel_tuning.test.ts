@@ -8,9 +8,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
+import { isLlvmpipe, isSwiftShader } from '../../core/gpu/device.ts';
 import {
-  isLlvmpipe,
-  isSwiftShader,
   MEGAKERNEL_AUTO_MAX_SEQS,
   MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES,
   MEGAKERNEL_FIXED_SMEM_BYTES,

@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
-import { isLlvmpipe } from '../../core/ops/decode_megakernel.ts';
+import { isLlvmpipe } from '../../core/gpu/device.ts';
 import { encoderAttention, type EncoderAttentionOptions } from '../../core/ops/encoder_attention.ts';
 import { encoderAttentionRef } from '../../core/ops/encoder_attention.ref.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, TOL_F32 } from '../helpers/gpu.ts';

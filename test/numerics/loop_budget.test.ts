@@ -15,12 +15,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
+import { isLlvmpipe } from '../../core/gpu/device.ts';
 import { SHADERS } from '../../core/gpu/shader_sources.gen.ts';
 import { LlamaModel } from '../../core/models/llama/forward.ts';
 import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from '../../core/models/llama/weights.ts';
 import type { HostTensor } from '../../core/models/host_tensor.ts';
 import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
-import { isLlvmpipe, megakernelGC, megakernelRows, megakernelTuning } from '../../core/ops/decode_megakernel.ts';
+import { megakernelGC, megakernelRows, megakernelTuning } from '../../core/ops/decode_megakernel.ts';
 import { LLVMPIPE_LOOP_BUDGET, LLVMPIPE_LOOP_PLAN, megakernelLoopCount } from '../../core/ops/loop_budget.ts';
 import { gpuFor, randn, TEST_BACKENDS } from '../helpers/gpu.ts';
 

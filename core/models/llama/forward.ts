@@ -190,8 +190,9 @@ export class LlamaModel {
       }) ?? (typeof mw === 'string' ? mw : null);
     const lim = ctx.gpu.limits;
     if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
-    // Past llvmpipe's loop budget at one sequence no step takes the megakernel, but the
-    // generic path keeps its texture storage (texture-weight matmuls, KV textures).
+    // Past llvmpipe's loop budget at one sequence no step takes the megakernel (the count only
+    // grows with rows and position: withinLoopBudget refuses them all), but the generic path
+    // keeps its texture storage (texture-weight matmuls, KV textures); no scratch is made.
     const budgetOff = off === null ? megakernelBudgetProblem(c, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(c) }, tuning.loopBudget) : null;
     this.megakernelOff = off ?? budgetOff;
     let texture: TextureBinding | null = null;
@@ -209,7 +210,7 @@ export class LlamaModel {
     }
     this.mega =
       off === null && typeof mw !== 'string'
-        ? { weights: mw, kvLayerBytes, maxSeqs: budgetOff ? 0 : mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
+        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
         : null;
     const kvTex = this.mega && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4, kvDtype === 'q8' ? 'r32uint' : 'r32float') : null;
     if (kvTex) {
