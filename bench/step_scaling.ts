@@ -136,7 +136,8 @@ const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');
 /** Markdown: one row per S, compute and step scaling against S = 1 (p50 / mean). */
 export function stepScalingTable(s: StepScaling): string {
   const one = s.rows.find((r) => r.seqs === 1);
-  const rel = (x: number, y: number | undefined): string => (one && y ? `${f2(x / y)}x` : '—');
+  // x(S) / x(1) for the p50 and the mean of one measure (NaN without an S = 1 row).
+  const vsOne = (x: Spread, y: Spread | undefined): [number, number] => (y ? [x.p50 / y.p50, x.mean / y.mean] : [NaN, NaN]);
   const lines = [
     `Decode-step anatomy (model-level: greedy decode-only steps at position ${s.position}, ${s.steps} per S in interleaved blocks; ` +
       `compute = step − the median step of a trivial one-workgroup dispatch, ${f2(s.trivialStepMs.p50)} ms (its submit ${f2(s.trivialSubmitMs.p50)} ms); p10 / p50 / mean ms). ` +
@@ -147,12 +148,10 @@ export function stepScalingTable(s: StepScaling): string {
   ];
   for (const r of s.rows) {
     const sp = (x: Spread): string => `${f2(x.p10)} / ${f2(x.p50)} / ${f2(x.mean)}`;
-    const cp = one ? r.computeMs.p50 / one.computeMs.p50 : NaN;
-    const cm = one ? r.computeMs.mean / one.computeMs.mean : NaN;
-    const sp50 = one ? r.stepMs.p50 / one.stepMs.p50 : NaN;
-    const smean = one ? r.stepMs.mean / one.stepMs.mean : NaN;
+    const [cp, cm] = vsOne(r.computeMs, one?.computeMs);
+    const [sp50, smean] = vsOne(r.stepMs, one?.stepMs);
     lines.push(
-      `| ${r.seqs} | ${sp(r.stepMs)} | ${sp(r.submitMs)} | ${sp(r.computeMs)} | ${rel(r.computeMs.p50, one?.computeMs.p50)} / ${rel(r.computeMs.mean, one?.computeMs.mean)} | ${f2(r.seqs / cp)}x / ${f2(r.seqs / cm)}x | ${f2(sp50)}x / ${f2(smean)}x | ${f2(r.seqs / sp50)}x / ${f2(r.seqs / smean)}x |`,
+      `| ${r.seqs} | ${sp(r.stepMs)} | ${sp(r.submitMs)} | ${sp(r.computeMs)} | ${f2(cp)}x / ${f2(cm)}x | ${f2(r.seqs / cp)}x / ${f2(r.seqs / cm)}x | ${f2(sp50)}x / ${f2(smean)}x | ${f2(r.seqs / sp50)}x / ${f2(r.seqs / smean)}x |`,
     );
   }
   return lines.join('\n');
