@@ -9,7 +9,11 @@
 // Variants:
 //   SHARED=0 (CPU emulation): one invocation per (row b, head h, GQ consecutive queries),
 //     no workgroup memory. Keys go in tiles of 8: each loaded K/V vec4 serves the GQ
-//     queries, each q load and acc update serves 8 keys. acc lives in `out`.
+//     queries, each q load and acc update serves 8 keys. acc lives in `out`. With PASSES
+//     (long rows on llvmpipe, whose loop budget would cut one invocation's loops short:
+//     core/ops/loop_budget.ts) the tiles p.tileFrom .. p.tileTo - 1 only, one dispatch per
+//     pass; between passes each query's running max and sum wait in `st` and acc in `out`,
+//     f32 both ways, so the passes compute exactly what one pass would.
 //   SHARED=1 (real GPUs): flash-attention tiling. One workgroup per (row b, head h, QB
 //     consecutive queries), WG = QB * hd/4 threads, each owning one vec4 of one query's
 //     output. Per tile of KT keys: K/V staged in workgroup memory (each key read from
@@ -22,6 +26,9 @@
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;        // [B*S, rowStride/4] f32
 @group(0) @binding(2) var<storage, read> lengths: array<u32>;          // [B] real tokens per row
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;  // [B*S, heads * hd/4] f32
+#if PASSES
+@group(0) @binding(4) var<storage, read_write> st: array<vec2<f32>>;   // [invocations, GQ] (m, l)
+#endif
 
 const WG: u32 = {{WG}}u;
 const NEG: f32 = -1e30;  // "minus infinity" that keeps exp() and differences finite
@@ -126,28 +133,52 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let gq = select(0u, min(GQ, n - i0), i0 < n);   // real queries of this invocation
   let oStride = p.heads * p.hd4;                  // out row length in vec4s
   let vDelta = p.vOff4 - p.kOff4;                 // k -> v column shift (wraps mod 2^32: fine)
+#if PASSES
+  let jFrom = 8u * p.tileFrom;  // this pass's first key
+  let jEnd = 8u * p.tileTo;     // first key of the next pass
+  let resume = p.tileFrom > 0u;
+#else
+  let resume = false;
+#endif
   // Padding query rows: zeros.
-  for (var g = gq; g < GQ && i0 + g < p.S; g++) {
-    let o = (t0 + i0 + g) * oStride + h * p.hd4;
-    for (var d = 0u; d < p.hd4; d++) { out[o + d] = vec4<f32>(0.0); }
+  if (!resume) {
+    for (var g = gq; g < GQ && i0 + g < p.S; g++) {
+      let o = (t0 + i0 + g) * oStride + h * p.hd4;
+      for (var d = 0u; d < p.hd4; d++) { out[o + d] = vec4<f32>(0.0); }
+    }
   }
   if (gq == 0u) { return; }
+#if PASSES
+  if (jFrom >= n) { return; }  // all its keys done in earlier passes
+#endif
   var m: array<f32, GQ>;
   var l: array<f32, GQ>;
   var sa: array<vec4<f32>, GQ>;  // per query: scores, then weights, of tile keys 0..3
   var sb: array<vec4<f32>, GQ>;  // ... and of keys 4..7
   var cf: array<f32, GQ>;        // per query: rescale of the running state for this tile
   for (var g = 0u; g < gq; g++) {
+#if PASSES
+    let s0 = select(vec2<f32>(NEG, 0.0), st[id * GQ + g], resume);
+    m[g] = s0.x;
+    l[g] = s0.y;
+#else
     m[g] = NEG;
     l[g] = 0.0;
-    let o = (t0 + i0 + g) * oStride + h * p.hd4;
-    for (var d = 0u; d < p.hd4; d++) { out[o + d] = vec4<f32>(0.0); }
+#endif
+    if (!resume) {
+      let o = (t0 + i0 + g) * oStride + h * p.hd4;
+      for (var d = 0u; d < p.hd4; d++) { out[o + d] = vec4<f32>(0.0); }
+    }
   }
   let qBase = (t0 + i0) * p.rowStride4 + h * p.hd4;  // q of query g at qBase + g * rowStride4
   let oBase = (t0 + i0) * oStride + h * p.hd4;       // acc of query g at oBase + g * oStride
   let last = n - 1u;
   // Keys past n-1 in the last tile re-read key n-1 (real, finite) and get weight 0.
+#if PASSES
+  for (var j = jFrom; j < n && j < jEnd; j += 8u) {
+#else
   for (var j = 0u; j < n; j += 8u) {
+#endif
     let r0 = kRow(t0 + j, h);
     let r1 = kRow(t0 + min(j + 1u, last), h);
     let r2 = kRow(t0 + min(j + 2u, last), h);
@@ -209,6 +240,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
       }
     }
   }
+#if PASSES
+  if (jEnd < n) {  // keys left for the next pass: keep the state
+    for (var g = 0u; g < gq; g++) { st[id * GQ + g] = vec2<f32>(m[g], l[g]); }
+    return;
+  }
+#endif
   for (var g = 0u; g < gq; g++) {
     let inv = 1.0 / l[g];
     for (var d = 0u; d < p.hd4; d++) { out[oBase + g * oStride + d] *= inv; }

@@ -16,7 +16,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
+import { encoderAttentionTilesPerPass, LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export interface EncoderAttentionOptions {
@@ -36,6 +36,8 @@ export interface EncoderAttentionOptions {
   /** Multiplier of q.k; default 1 / sqrt(headDim). */
   scale?: number;
   variant?: Variant;
+  /** cpu variant: key tiles (8 tokens) per dispatch; default unbounded, on llvmpipe encoderAttentionTilesPerPass (tests set it to run any row in passes). */
+  tilesPerPass?: number;
 }
 
 const layout = uniformLayout([
@@ -47,6 +49,8 @@ const layout = uniformLayout([
   ['kOff4', 'u32'], // k column offset, in vec4s
   ['vOff4', 'u32'], // v column offset, in vec4s
   ['scale', 'f32'], // multiplier of q.k
+  ['tileFrom', 'u32'], // cpu PASSES: this dispatch's key tiles, tileFrom .. tileTo - 1
+  ['tileTo', 'u32'],
 ] as const);
 
 /** cpu variant: invocations per workgroup (one SwiftShader SIMD group) and queries per invocation. */
@@ -65,10 +69,9 @@ function sharedTiles(hd4: number, limitBytes: number, maxThreads: number): { QB:
   return null;
 }
 
-/** Loop iterations one invocation runs for a row of n real tokens (an upper estimate). */
-function loopIterations(n: number, hd4: number, t: { QB: number; KT: number } | null): number {
-  if (t) return ceilDiv(n, t.KT) * (ceilDiv(t.KT, t.QB) + ceilDiv(t.KT, hd4) * (hd4 + 1) + 3 * t.KT + 1);
-  return GQ * (hd4 + 2) + ceilDiv(n, 8) * (2 * hd4 * (1 + GQ) + 3 * GQ) + GQ * (hd4 + 1);
+/** Loop iterations one invocation of the gpu variant runs for a row of n real tokens (an upper estimate). */
+function sharedLoopIterations(n: number, hd4: number, t: { QB: number; KT: number }): number {
+  return ceilDiv(n, t.KT) * (ceilDiv(t.KT, t.QB) + ceilDiv(t.KT, hd4) * (hd4 + 1) + 3 * t.KT + 1);
 }
 
 export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tensor, out: Tensor, opts: EncoderAttentionOptions): Promise<void> {
@@ -92,14 +95,19 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
   const lim = rec.ctx.gpu.limits;
   const tiles = shared ? sharedTiles(hd4, lim.maxComputeWorkgroupStorageSize, Math.min(lim.maxComputeInvocationsPerWorkgroup, lim.maxComputeWorkgroupSizeX)) : null;
   if (shared && !tiles) throw new Error(`encoderAttention: headDim ${headDim} too large for the gpu variant's workgroup limits`);
-  // Only llvmpipe has the budget (SwiftShader runs any loop count): there a longer sequence
-  // would come back silently wrong, so it is refused.
-  if (isLlvmpipe(rec.ctx.gpu.info) && loopIterations(S, hd4, tiles) > LLVMPIPE_LOOP_PLAN) {
-    throw new InvalidRequestError('input_too_long', `encoderAttention: ${S} tokens x headDim ${headDim} exceed llvmpipe's per-invocation loop budget (core/ops/loop_budget.ts)`, { seqLen: S, headDim });
+  // Only llvmpipe has the loop budget (SwiftShader runs any loop count), where a longer row
+  // would come back silently wrong: the cpu variant walks it in passes (bit-identical to one),
+  // the gpu variant (forced onto llvmpipe: tests) refuses it.
+  const llvmpipe = isLlvmpipe(rec.ctx.gpu.info);
+  if (tiles && llvmpipe && sharedLoopIterations(S, hd4, tiles) > LLVMPIPE_LOOP_PLAN) {
+    throw new InvalidRequestError('input_too_long', `encoderAttention: ${S} tokens x headDim ${headDim} exceed llvmpipe's per-invocation loop budget for the gpu variant (core/ops/loop_budget.ts)`, { seqLen: S, headDim });
   }
+  const perPass = tiles ? Infinity : (opts.tilesPerPass ?? (llvmpipe ? encoderAttentionTilesPerPass(GQ, hd4) : Infinity));
+  const keyTiles = ceilDiv(S, 8);
+  const passes = keyTiles > perPass ? Math.ceil(keyTiles / perPass) : 1;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'encoder_attention',
-    defines: tiles ? { SHARED: true, WG: tiles.QB * hd4, HD4: hd4, QB: tiles.QB, KT: tiles.KT } : { SHARED: false, WG: CPU_WG, GQ },
+    defines: tiles ? { SHARED: true, WG: tiles.QB * hd4, HD4: hd4, QB: tiles.QB, KT: tiles.KT } : { SHARED: false, WG: CPU_WG, GQ, PASSES: passes > 1 },
     layout,
   });
   const params = {
@@ -111,7 +119,15 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
     kOff4: kOffset / 4,
     vOff4: vOffset / 4,
     scale: opts.scale ?? 1 / Math.sqrt(headDim),
+    tileFrom: 0,
+    tileTo: 0,
   };
-  const groups = tiles ? grid1d(B * heads * ceilDiv(S, tiles.QB)) : grid1d(ceilDiv(B * heads * ceilDiv(S, GQ), CPU_WG));
-  rec.dispatch(kernel, params, [qkv, lengths, out], groups);
+  const invocations = B * heads * ceilDiv(S, GQ);
+  const groups = tiles ? grid1d(B * heads * ceilDiv(S, tiles.QB)) : grid1d(ceilDiv(invocations, CPU_WG));
+  if (passes === 1) {
+    rec.dispatch(kernel, params, [qkv, lengths, out], groups);
+    return;
+  }
+  const state = { buffer: rec.temp(invocations * GQ * 8), size: invocations * GQ * 8 }; // (m, l) per invocation and query
+  for (let k = 0; k < passes; k++) rec.dispatch(kernel, { ...params, tileFrom: k * perPass, tileTo: (k + 1) * perPass }, [qkv, lengths, out, state], groups);
 }

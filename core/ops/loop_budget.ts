@@ -12,9 +12,8 @@
  * over a long context (attention) must stay within it. Where each kernel stands:
  *   decode megakernel — megakernelLoopCount per step; past the plan the step goes generic;
  *   attention (cpu variant) — long contexts in passes of attentionTilesPerPass tiles;
- *   encoder attention — refuses a sequence length past the plan on llvmpipe with
- *   input_too_long (encoder_attention.ts; a whole batch fails with it, so readers of
- *   long-context encoders on llvmpipe should cap their inputs below it);
+ *   encoder attention (cpu variant) — long rows in passes of encoderAttentionTilesPerPass
+ *   tiles; the gpu variant, forced onto llvmpipe, refuses rows past the plan (input_too_long);
  *   sampler — the one-invocation-per-row variant only within the plan (sample.ts cpuLoops);
  *   matmul, norms, rope, KV writes, embeddings — loops of K/4, D or head_dim per
  *   invocation: far below the budget at any model size served here.
@@ -92,6 +91,20 @@ export function megakernelLoopCount(c: LoopConfig, s: MegakernelLoopShape, maxPo
 export function attentionTilesPerPass(GC: number, hd4: number): number {
   const perTile = 1 + 2 * (hd4 + 1) + 4 * (GC + 1);
   const fixed = 4 * GC * (hd4 + 2) + 16;
+  return Math.floor((LLVMPIPE_LOOP_PLAN - fixed) / perTile);
+}
+
+/**
+ * Key tiles (8 tokens each) one invocation of encoder_attention.wgsl's cpu variant may walk in
+ * one dispatch within LLVMPIPE_LOOP_PLAN; longer rows take several passes (encoder_attention.ts).
+ * Per tile: the score reset over the GQ queries, the K and V loops over head_dim / 4 each with
+ * a loop over the GQ queries inside, and the softmax loop over the GQ queries, every loop
+ * counted with its exit and as if not unrolled. Fixed: padding rows, state setup, the final
+ * normalization (or the state store), each a loop over GQ queries of head_dim / 4.
+ */
+export function encoderAttentionTilesPerPass(GQ: number, hd4: number): number {
+  const perTile = 1 + 2 * (GQ + 1) + 2 * (hd4 * (GQ + 2) + 1);
+  const fixed = 3 * (GQ * (hd4 + 1) + 1) + GQ + 8;
   return Math.floor((LLVMPIPE_LOOP_PLAN - fixed) / perTile);
 }
 

@@ -11,6 +11,7 @@ import { WeftError } from '../../core/errors.ts';
 import { isLlvmpipe } from '../../core/gpu/device.ts';
 import { encoderAttention, type EncoderAttentionOptions } from '../../core/ops/encoder_attention.ts';
 import { encoderAttentionRef } from '../../core/ops/encoder_attention.ref.ts';
+import { encoderAttentionTilesPerPass } from '../../core/ops/loop_budget.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, TOL_F32 } from '../helpers/gpu.ts';
 
 interface Case {
@@ -67,16 +68,28 @@ describe.each(BACKEND_VARIANTS)('encoder_attention on %s, %s variant', (backend,
     const got = rec.readback(to);
     rec.submit();
     const want = encoderAttentionRef(qkv, lengths, opts);
-    assertClose(new Float32Array(await got), want, TOL_F32);
+    const one = new Float32Array(await got);
+    assertClose(one, want, TOL_F32);
+    // The cpu variant in passes of 1 and 2 key tiles (as llvmpipe runs long rows): the same bits.
+    if (variant === 'cpu') {
+      for (const tilesPerPass of [1, 2]) {
+        const r = ctx.recorder();
+        await encoderAttention(r, tq, tl, to, { ...opts, variant, tilesPerPass });
+        expect(r.dispatches).toBe(Math.max(1, Math.ceil(Math.ceil(c.S / 8) / tilesPerPass)));
+        const g = r.readback(to);
+        r.submit();
+        expect(new Float32Array(await g), `passes of ${tilesPerPass} tiles`).toEqual(one);
+      }
+    }
     for (const t of [tq, tl, to]) t.buffer.destroy();
   });
 });
 
-// The cpu variant walks a query block's whole row in one invocation: past llvmpipe's loop
-// budget (core/ops/loop_budget.ts) it is refused there with a typed error, since the driver
-// would silently cut the loops short; SwiftShader has no such budget and computes it.
+// The cpu variant walks a query block's row in one invocation; past llvmpipe's loop budget
+// (core/ops/loop_budget.ts) the driver would silently cut its loops short, so there the row
+// goes in passes of encoderAttentionTilesPerPass tiles. SwiftShader has no budget: one pass.
 describe.each(BACKEND_VARIANTS.filter(([, v]) => v === 'cpu'))('encoder_attention past the loop budget on %s, %s variant', (backend, variant) => {
-  it('3,000 tokens, hd 64: refused on llvmpipe (input_too_long), computed elsewhere', async () => {
+  it('3,000 tokens, hd 64: in passes on llvmpipe, one dispatch elsewhere, equal to the reference', async () => {
     const ctx = await gpuFor(backend);
     const c: Case = { name: 'long', S: 3000, heads: 1, hd: 64, lengths: [3000] };
     const { qkv, opts } = makeQkv(c, 7);
@@ -86,14 +99,10 @@ describe.each(BACKEND_VARIANTS.filter(([, v]) => v === 'cpu'))('encoder_attentio
     const to = ctx.scratch([c.S, c.hd]);
     try {
       const rec = ctx.recorder();
-      if (isLlvmpipe(ctx.gpu.info)) {
-        const err = await encoderAttention(rec, tq, tl, to, { ...opts, variant }).then(() => null, (e: unknown) => e);
-        expect(err).toBeInstanceOf(WeftError);
-        expect((err as WeftError).code).toBe('input_too_long');
-        expect(rec.dispatches).toBe(0);
-        return;
-      }
       await encoderAttention(rec, tq, tl, to, { ...opts, variant });
+      const perPass = encoderAttentionTilesPerPass(4, c.hd / 4);
+      expect(rec.dispatches).toBe(isLlvmpipe(ctx.gpu.info) ? Math.ceil(Math.ceil(c.S / 8) / perPass) : 1);
+      if (isLlvmpipe(ctx.gpu.info)) expect(rec.dispatches).toBeGreaterThan(1);
       const got = rec.readback(to);
       rec.submit();
       assertClose(new Float32Array(await got), encoderAttentionRef(qkv, lengths, opts), TOL_F32);
@@ -102,4 +111,28 @@ describe.each(BACKEND_VARIANTS.filter(([, v]) => v === 'cpu'))('encoder_attentio
       for (const t of [tq, tl]) t.buffer.destroy();
     }
   }, 300_000);
+});
+
+// The gpu variant keeps its state in registers across key tiles and has no passes: forced
+// onto llvmpipe, a row past the budget is refused with a typed error before any dispatch.
+describe.each(BACKEND_VARIANTS.filter(([b, v]) => b === 'opengles' && v === 'gpu'))('encoder_attention gpu variant past the loop budget on %s', (backend) => {
+  it('16,000 tokens, hd 64: input_too_long, no dispatch', async () => {
+    const ctx = await gpuFor(backend);
+    if (!isLlvmpipe(ctx.gpu.info)) return;
+    const S = 16_000;
+    const tq = ctx.scratch([S, 192]);
+    const tl = ctx.tensor(Uint32Array.of(S), [1], 'u32');
+    const to = ctx.scratch([S, 64]);
+    try {
+      const rec = ctx.recorder();
+      const err = await encoderAttention(rec, tq, tl, to, { batch: 1, seqLen: S, heads: 1, headDim: 64, rowStride: 192, variant: 'gpu' }).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(WeftError);
+      expect((err as WeftError).code).toBe('input_too_long');
+      expect(rec.dispatches).toBe(0);
+    } finally {
+      ctx.free(tq);
+      ctx.free(to);
+      tl.buffer.destroy();
+    }
+  });
 });
