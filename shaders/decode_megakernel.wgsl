@@ -33,7 +33,7 @@
 #else
 @group(0) @binding(1) var<storage, read> w4: array<vec4<f32>>;        // packed f32 weights (core/models/llama/weights.ts)
 #endif
-@group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots [seqs]; block tables [seqs, maxBlocks]
+@group(0) @binding(2) var<storage, read> inp: array<u32>;             // step inputs: tokens, positions, slots, tokenSeq, out rows [T + 1]; block tables [seqs, maxBlocks]; wave rows [rows]
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;         // [headDim / 2] radians per position
 #if KV_TEX && Q8
 // q8 rows in r32uint textures (core/ops/kv_write.ts KvTexture), all layers: u32 word w at (w % 4096, w / 4096).
@@ -51,9 +51,9 @@
 @group(0) @binding(5) var<storage, read_write> cacheV: array<vec4<f32>>;  // [layers][numSlots, nKv, headDim/4]
 #endif
 #if ARGMAX
-@group(0) @binding(6) var<storage, read_write> ids: array<u32>;       // [seqs] greedy ids, sample.wgsl argmax_plain's rules
+@group(0) @binding(6) var<storage, read_write> ids: array<u32>;       // [R] greedy ids, sample.wgsl argmax_plain's rules
 #else
-@group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [seqs, V]
+@group(0) @binding(6) var<storage, read_write> logits: array<f32>;    // [R, V]
 #endif
 
 #if KV_TEX
@@ -71,6 +71,7 @@ const TW_LOG2: u32 = {{TW_LOG2}}u;
 const GC: u32 = {{GC}}u;
 const HD4: u32 = {{HD4}}u;  // head dim / 4
 const MR: u32 = {{MR}}u;
+const NO_ROW: u32 = 0xffffffffu;  // out-row map: the token needs no logits
 const NO: u32 = {{NO}}u;  // octets (8 columns) per invocation per matmul pass, 1 | 2 | 4
 const CPL: u32 = 8u * NO;  // columns per invocation per pass  // token rows (sequences) per workgroup, 1..4
 const PS: u32 = {{PS}}u;  // vec4s of workgroup memory per row
@@ -231,10 +232,11 @@ fn silu(v: vec4<f32>) -> vec4<f32> {
   return v / (vec4<f32>(1.0) + exp(min(-v, vec4<f32>(80.0))));
 }
 
-// Token row r of this workgroup: sequence index (clamped: rows past the step's sequences
-// duplicate the last one and store nothing).
-fn seqOf(wid: u32, r: u32) -> u32 {
-  return min(wid * MR + r, p.seqs - 1u);
+// Token of row r of this workgroup: the dispatch's row map (core/models/llama/megakernel_waves.ts)
+// gives a token index of the step, or the sentinel token T (token 0, position 0, no KV slot, no
+// output row) for padding; rows past the dispatch's rows repeat its last row and store nothing.
+fn tokOf(wid: u32, r: u32) -> u32 {
+  return inp[p.inRows + min(wid * MR + r, p.seqs - 1u)];
 }
 
 fn rowValid(wid: u32, r: u32) -> bool {
@@ -243,7 +245,7 @@ fn rowValid(wid: u32, r: u32) -> bool {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let wid = wid3.x;  // rows wid * MR .. of the step (one token per sequence)
+  let wid = wid3.x;  // rows wid * MR .. of the dispatch
 #if SCRATCH_TEX
   wbase = wid * MR * PS * 4u;
 #endif
@@ -260,7 +262,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   for (var k = lid; k < MR * D4; k += WG) {
     let r = k / D4;
     let c = k % D4;
-    let tok = inp[p.inTokens + seqOf(wid, r)];
+    let tok = inp[p.inTokens + tokOf(wid, r)];
     smw(r * PS + c, select(vec4<f32>(0.0), wv((p.wEmbed >> 2u) + min(tok, p.V - 1u) * D4 + c), tok < p.V));
   }
   {{SYNC}}
@@ -297,9 +299,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     // rope (+ q/k norms) in place; k and v of this position into the paged cache
     for (var k = lid; k < MR * heads; k += WG) {
       let r = k / heads;
-      let sq = seqOf(wid, r);
-      let slot = select(0xffffffffu, inp[p.inSlots + sq], rowValid(wid, r));
-      ropeHead(r, k % heads, inp[p.inPositions + sq], slot, lb, kvOff);
+      let t = tokOf(wid, r);
+      let slot = select(0xffffffffu, inp[p.inSlots + t], rowValid(wid, r));
+      ropeHead(r, k % heads, inp[p.inPositions + t], slot, lb, kvOff);
     }
     storageBarrier();
 #if KV_TEX && !SCRATCH_TEX
@@ -307,11 +309,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
 #endif
     {{SYNC}}
 
-    // att = softmax(q kᵀ) v over positions lo..pos through the block table
+    // att = softmax(q kᵀ) v over positions lo..pos through the block table (a row's own chunk's
+    // keys were stored above, its earlier chunks' by earlier dispatches)
     for (var k = lid; k < MR * items; k += WG) {
       let r = k / items;
-      let sq = seqOf(wid, r);
-      attend(r, k % items, inp[p.inPositions + sq], p.inBlockTables + sq * p.maxBlocks, kvOff);
+      let t = tokOf(wid, r);
+      attend(r, k % items, inp[p.inPositions + t], p.inBlockTables + inp[p.inTokSeq + t] * p.maxBlocks, kvOff);
     }
     {{SYNC}}
 
@@ -365,6 +368,13 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   // same id as argmax_plain over the row's logits.
   var best = Best4(vec4<f32>(ARG_NEG), vec4<u32>(NO_ID));
 #endif
+#if !ARGMAX
+  // Each row's logit row (NO_ROW: none, or a row past the dispatch's), read once.
+  var orows = vec4<u32>(NO_ROW);
+  for (var i = 0u; i < MR; i++) {
+    if (rowValid(wid, i)) { orows[i] = inp[p.inOut + tokOf(wid, i)]; }
+  }
+#endif
   for (var n0 = CPL * lid; n0 < p.V; n0 += CPL * WG) {
     let v = octDot(oH, p.wHead, D, n0, p.V);
 #if ARGMAX
@@ -380,8 +390,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     for (var j = 0u; j < NO; j++) {
       let nj = n0 + 8u * j;
       for (var i = 0u; i < MR; i++) {
-        if (!rowValid(wid, i)) { continue; }
-        let o = (wid * MR + i) * p.V + nj;
+        let orow = orows[i];
+        if (orow == NO_ROW) { continue; }
+        let o = orow * p.V + nj;
         for (var q = 0u; q < 4u; q++) {
           if (nj + q < p.V) { logits[o + q] = v.o[j].a[i][q]; }
           if (nj + 4u + q < p.V) { logits[o + 4u + q] = v.o[j].b[i][q]; }
@@ -411,7 +422,8 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         a = k;
       }
     }
-    ids[wid * MR + lid] = a;
+    let orow = inp[p.inOut + tokOf(wid, lid)];
+    if (orow != NO_ROW) { ids[orow] = a; }
   }
 #endif
 }

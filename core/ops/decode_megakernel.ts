@@ -1,23 +1,25 @@
 /**
- * Decode megakernel: a whole decode-only step of a small Llama-family decoder
- * (every sequence of the step contributes exactly one token and needs its
- * logits) in ONE dispatch, one workgroup per sequence, all of the token's
- * activations in workgroup memory (shaders/decode_megakernel.wgsl). Why: on
- * CPU emulation (SwiftShader, llvmpipe) each dispatch costs ~0.5 ms fixed, and
- * the generic path records 9 dispatches per layer + 5; with this a step is 2
- * dispatches (this + the sampler). Workgroups of different sequences run on
- * different CPU cores.
+ * Decode megakernel: every layer, the final norm and the LM head of a small
+ * Llama-family decoder for a set of token rows in ONE dispatch, up to 4 rows per
+ * workgroup, all of a row's activations in workgroup memory (or llvmpipe's scratch
+ * texture; shaders/decode_megakernel.wgsl). A decode step is one dispatch; a step with
+ * short prompt chunks or verify rows a few, its waves (core/models/llama/megakernel_waves.ts:
+ * a row attends to tokens of its own workgroup or of earlier dispatches). Why: on CPU
+ * emulation (SwiftShader, llvmpipe) each dispatch costs ~0.5 ms fixed, and the generic
+ * path records 9 dispatches per layer + 5; with this a decode step is 2 dispatches
+ * (this + the sampler). Different workgroups run on different CPU cores.
  *
  * Inputs:
  *   weights — ONE packed f32 buffer holding every weight at 256-byte aligned
  *     offsets, layers at a uniform stride (core/models/llama/weights.ts packs it;
  *     the generic path reads the same buffer through Tensor offsets);
  *   input   — the model's packed step-input buffer (u32 sections: tokens,
- *     positions, slots [S], block tables [S, maxBlocks]);
+ *     positions, slots, sequence and logit row per token [T + 1, the last a padding
+ *     sentinel], block tables [S, maxBlocks], the dispatch's rows as token indices);
  *   cacheK / cacheV — ONE buffer each for all layers: per layer the paged
  *     layout of core/ops/kv_write.ts (f32 `[slots, nKv, hd]` or q8 rows
  *     `[slots, nKv, hd/4 + 1]` u32), layer l at l * kvLayerStride bytes;
- *   logits  — out [S, V] f32 (row s = sequence s).
+ *   logits  — out [R, V] f32 (the step's logit rows; or greedy ids [R]).
  *
  * The arithmetic mirrors the `cpu` variants of the generic kernels op for op,
  * so logits equal the generic path's (tested in
@@ -323,7 +325,7 @@ export function megakernelWeights(w: LlamaWeightsLike): MegakernelWeights | stri
 }
 
 const layout = uniformLayout([
-  ['seqs', 'u32'], // sequences (= tokens) in the step; one workgroup each
+  ['seqs', 'u32'], // rows of this dispatch (workgroups of MR)
   ['layers', 'u32'],
   ['D', 'u32'], // hidden size, elements
   ['nH', 'u32'],
@@ -346,6 +348,9 @@ const layout = uniformLayout([
   ['inPositions', 'u32'],
   ['inSlots', 'u32'],
   ['inBlockTables', 'u32'],
+  ['inTokSeq', 'u32'], // token -> sequence [T + 1]
+  ['inOut', 'u32'], // token -> logit row or 0xffffffff [T + 1]
+  ['inRows', 'u32'], // this dispatch's rows -> token [seqs]
   ['wEmbed', 'u32'], // weight offsets, f32 elements
   ['wNorm', 'u32'],
   ['wHead', 'u32'],
@@ -400,8 +405,13 @@ export interface DecodeMegakernelArgs {
   weightTexture?: TextureBinding | null;
   /** With tuning.scratch 'texture': an r32float storage texture of megakernelScratchFloats(cfg, seqs) floats. */
   scratch?: TextureBinding | null;
-  /** The step-input buffer and its section offsets in u32 words. */
-  input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; blockTables: number };
+  /**
+   * The step-input buffer and its section offsets in u32 words: per token t < T (and the
+   * padding sentinel t = T: token 0, position 0, slot 0xffffffff, sequence 0, no row) its id,
+   * position, KV slot, sequence and logit row (0xffffffff: none); the block tables per
+   * sequence; this dispatch's rows as token indices (core/models/llama/megakernel_waves.ts).
+   */
+  input: { buffer: GPUBuffer; tokens: number; positions: number; slots: number; tokenSeq: number; out: number; blockTables: number; rows: number };
   /** [headDim / 2] f32 inverse frequencies (rope.ts invFreqTensor, incl. rope scaling). */
   invFreq: Tensor;
   /** All layers' K / V caches: buffers, or (f32 only) KV textures (core/ops/kv_write.ts). */
@@ -412,10 +422,12 @@ export interface DecodeMegakernelArgs {
   kvDtype: KvDtype;
   blockSize: number;
   maxBlocksPerSeq: number;
-  /** Sequences in the step (= tokens = logit rows). */
+  /** Rows of this dispatch (its wave), padding included. */
   seqs: number;
+  /** Rows per workgroup (default megakernelRows for `seqs` single-token rows). */
+  MR?: number;
   /**
-   * The step's output, one of: `logits` [seqs, V] f32; or `ids` [seqs] u32, each row's greedy
+   * The step's output, one of: `logits` [R, V] f32; or `ids` [R] u32, each logit row's greedy
    * id by sample.wgsl argmax_plain's rules (NaN, -inf and -FLT_MAX never win, ties to the lowest
    * id, NO_TOKEN if nothing beats -FLT_MAX) with no logits stored: the sampler's dispatch saved.
    */
@@ -439,11 +451,11 @@ function kvBinding(c: GPUBuffer | TextureBinding): TextureBinding | { buffer: GP
 export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): Promise<void> {
   const c = a.cfg;
   if (a.seqs === 0) return;
-  if (a.seqs > 65535) throw new Error(`decodeMegakernel: ${a.seqs} sequences > 65535 workgroups`);
+  if (a.seqs > 65535) throw new Error(`decodeMegakernel: ${a.seqs} rows > 65535 workgroups`);
   const q8 = a.kvDtype === 'q8';
   const GC = megakernelGC(c);
   const smem = megakernelSmem(c);
-  const MR = megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
+  const MR = a.MR ?? megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
   if ((a.tuning.weights === 'texture') !== !!a.weightTexture) throw new Error('decodeMegakernel: tuning.weights and weightTexture disagree');
   const kvTex = 'view' in a.cacheK;
   if (kvTex !== 'view' in a.cacheV) throw new Error('decodeMegakernel: K and V must both be textures or both buffers');
@@ -504,6 +516,9 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       inPositions: a.input.positions,
       inSlots: a.input.slots,
       inBlockTables: a.input.blockTables,
+      inTokSeq: a.input.tokenSeq,
+      inOut: a.input.out,
+      inRows: a.input.rows,
       wEmbed: w.embed,
       wNorm: w.norm,
       wHead: w.head,

@@ -7,9 +7,13 @@
  * token rows per workgroup, one or two workgroups, and a last workgroup with a padding row), contexts
  * crossing 4-token KV blocks.
  *
- * Two LlamaModels share one packed weight buffer: `on` runs decode-only steps
- * as the megakernel, `off` always the generic path. Both are fed the same
- * tokens (greedy from the generic logits). Checked per decode step: logits
+ * Two LlamaModels share one packed weight buffer: `on` runs decode steps as the
+ * megakernel, and prefills and mixed steps (prompt chunks of up to 16 tokens) in
+ * its waves; `off` always the generic path. Both are fed the same tokens (greedy
+ * from the generic logits); the prefill and one mixed step (3- and 6-token chunks
+ * among decodes) must give the same logits bit for bit. A separate case covers
+ * waves with padding rows, verify chunks (every row sampled), unsampled chunks and
+ * the steps left to the generic path. Checked per decode step: logits
  * within 1e-5 of max |logit| (observed: bit-identical, the kernel mirrors the
  * cpu variants' arithmetic) and identical greedy ids; the megakernel's fused
  * argmax (RecordOptions.argmaxInto) against the sampler's reference on the
@@ -23,6 +27,7 @@ import type { GpuContext } from '../../core/gpu/context.ts';
 import { LlamaModel } from '../../core/models/llama/forward.ts';
 import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from '../../core/models/llama/weights.ts';
 import type { HostTensor, WeightSource } from '../../core/models/host_tensor.ts';
+import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES } from '../../core/models/llama/megakernel_waves.ts';
 import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
 import { decodeStepRef } from '../../core/ops/decode_megakernel.ref.ts';
 import type { KvDtype } from '../../core/ops/kv_write.ts';
@@ -176,14 +181,14 @@ async function run(ctx: GpuContext, model: LlamaModel, s: StepInputs): Promise<F
   return new Float32Array(await read);
 }
 
-/** The megakernel's fused greedy ids of step s (run once more: the KV writes of s are idempotent). */
+/** The megakernel's fused greedy ids of step s's logit rows (run once more: the KV writes of s are idempotent). */
 async function runArgmax(ctx: GpuContext, model: LlamaModel, s: StepInputs): Promise<number[]> {
   expect(model.fusesArgmax(s)).toBe(true);
   const rec = ctx.recorder();
-  const ids = ctx.scratch([s.numSeqs], 'u32');
+  const ids = ctx.scratch([s.logitRows.length], 'u32');
   try {
     const out = await model.record(rec, s, { argmaxInto: ids });
-    expect(out?.shape).toEqual([s.numSeqs]);
+    expect(out?.shape).toEqual([s.logitRows.length]);
     const read = rec.readback(ids);
     rec.submit();
     return Array.from(new Uint32Array(await read));
@@ -241,19 +246,26 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
 
     const r = rng(7 + S);
     const seqs = c.prompts.map((n) => Array.from({ length: n }, () => 3 + Math.floor(r() * (cfg.vocabSize - 3))));
-    // Prefill: every prompt in one mixed step (the generic path in both models).
+    // Prefill: every prompt in one step — through the megakernel in waves of 4 tokens per
+    // sequence when every prompt fits MEGAKERNEL_MAX_WAVES waves, else the generic path.
     const prefill = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true })));
-    expect(on.decodePath(prefill)).toBe(S === 1 && seqs[0]!.length === 1 ? 'megakernel' : 'generic');
+    expect(on.decodePath(prefill)).toBe(Math.max(...c.prompts) <= MEGAKERNEL_MAX_WAVES * MEGAKERNEL_MAX_CHUNK ? 'megakernel' : 'generic');
     let logits: Float32Array = await run(ctx, off, prefill);
-    expect(Array.from(await run(ctx, on, prefill)), 'prefill logits (generic path, both KV storages)').toEqual(Array.from(logits));
+    expect(Array.from(await run(ctx, on, prefill)), 'prefill logits (both paths, both KV storages)').toEqual(Array.from(logits));
     const V = cfg.vocabSize;
     let worst = 0;
     let exact = true;
     let onLogits: Float32Array = new Float32Array(0);
     for (let step = 0; step < DECODE_STEPS; step++) {
       const next = argmaxRows(logits, V);
-      seqs.forEach((t, i) => t.push(next[i]!));
-      const s = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: t.length - 1, tokens: [t[t.length - 1]!], sample: true })));
+      // Step 1 is mixed: sequence 0 adds a 3-token chunk (one wave, one workgroup) and the last
+      // sequence a 6-token chunk (two waves), the others decode.
+      const extra = (i: number): number => (step !== 1 ? 0 : i === 0 ? 2 : i === S - 1 ? 5 : 0);
+      seqs.forEach((t, i) => {
+        t.push(next[i]!);
+        for (let k = 0; k < extra(i); k++) t.push(3 + ((next[i]! + 7 * k) % (V - 3)));
+      });
+      const s = stepInputs(geo, seqs.map((t, i) => ({ seq: i, start: t.length - 1 - extra(i), tokens: t.slice(t.length - 1 - extra(i)), sample: true })));
       expect(on.decodePath(s)).toBe('megakernel');
       expect(off.decodePath(s)).toBe('generic');
       onLogits = await run(ctx, on, s);
@@ -310,21 +322,57 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
     }
   });
 
-  it('leaves steps with image rows, several tokens per sequence or unsampled rows to the generic path', async () => {
+  it('takes prompt chunks, verify rows and unsampled rows in waves; leaves image rows, split sequences and long chunks to the generic path', async () => {
     const ctx = await gpuFor(backend);
     const cfg = parseDecoderConfig(CASES[0]!.config);
     const weights = await loadLlamaWeights(ctx, cfg, source(randomWeights(cfg, 5)), 'f32', { pack: true });
-    const geo: StepGeometry = { maxTokens: 16, maxSeqs: 2, numBlocks: 32, blockSize: BLOCK, maxBlocksPerSeq: 16 };
-    const m = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'on' });
+    const geo: StepGeometry = { maxTokens: 48, maxSeqs: 4, maxLogitRows: 48, numBlocks: 64, blockSize: BLOCK, maxBlocksPerSeq: 16 };
+    const on = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'on' });
+    const off = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'off' });
+    const V = cfg.vocabSize;
+    const toks = (n: number, salt: number): number[] => Array.from({ length: n }, (_, k) => 3 + ((salt * 13 + k * 7) % (V - 3)));
+    /** Both models run s; the megakernel's logits must equal the generic path's, and its fused argmax their greedy ids. */
+    const same = async (s: StepInputs, what: string): Promise<void> => {
+      expect(on.decodePath(s), what).toBe('megakernel');
+      const want = await run(ctx, off, s);
+      expect(Array.from(await run(ctx, on, s)), what).toEqual(Array.from(want));
+      expect(await runArgmax(ctx, on, s), `${what}: fused argmax`).toEqual(greedyRef(want, V));
+    };
     try {
       const one = stepInputs(geo, [{ seq: 0, start: 3, tokens: [5], sample: true }, { seq: 1, start: 7, tokens: [9], sample: true }]);
-      expect(m.decodePath(one)).toBe('megakernel');
-      expect(m.decodePath({ ...one, embedAt: Uint32Array.of(1), embedRows: new Float32Array(cfg.hiddenSize) } as StepInputs)).toBe('generic');
-      expect(m.decodePath({ ...one, embedAt: new Uint32Array(0) } as StepInputs)).toBe('megakernel');
-      expect(m.decodePath(stepInputs(geo, [{ seq: 0, start: 3, tokens: [5, 6], sample: true }]))).toBe('generic');
-      expect(m.decodePath(stepInputs(geo, [{ seq: 0, start: 3, tokens: [5], sample: false }, { seq: 1, start: 7, tokens: [9], sample: true }]))).toBe('generic');
+      expect(on.decodePath({ ...one, embedAt: Uint32Array.of(1), embedRows: new Float32Array(cfg.hiddenSize) } as StepInputs)).toBe('generic');
+      expect(on.decodePath({ ...one, embedAt: new Uint32Array(0) } as StepInputs)).toBe('megakernel');
+      // A sequence's tokens split around another's, or out of position order: generic.
+      const split = stepInputs(geo, [{ seq: 0, start: 0, tokens: [5], sample: true }, { seq: 1, start: 0, tokens: [9], sample: true }]);
+      expect(on.decodePath({ ...split, tokens: Uint32Array.of(5, 9, 6), positions: Uint32Array.of(0, 0, 1), tokenSeq: Uint32Array.of(0, 1, 0), slots: Uint32Array.of(0, 64, 1) })).toBe('generic');
+      expect(on.decodePath({ ...split, tokens: Uint32Array.of(5, 6), positions: Uint32Array.of(1, 0), tokenSeq: Uint32Array.of(0, 0), slots: Uint32Array.of(1, 0), numSeqs: 1 })).toBe('generic');
+      // More than MEGAKERNEL_MAX_WAVES waves: generic.
+      const long = MEGAKERNEL_MAX_WAVES * MEGAKERNEL_MAX_CHUNK + 1;
+      expect(on.decodePath(stepInputs(geo, [{ seq: 0, start: 0, tokens: toks(long, 1), sample: true }]))).toBe('generic');
+
+      // Prompts of 16, 3, 2 and 1 tokens in one step: four waves, chunks of 3 and 2 packed with
+      // padding rows (the sentinel), every prompt's last row sampled.
+      const prompts = [toks(16, 2), toks(3, 3), toks(2, 4), toks(1, 5)];
+      await same(stepInputs(geo, prompts.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true }))), 'prefill in waves');
+      // Decodes mixed with a verify chunk whose every row is sampled (speculative decoding's
+      // k + 1 rows) and a chunk with no sampled row (a prompt's middle).
+      const verify = stepInputs(geo, [
+        { seq: 0, start: 16, tokens: [7], sample: true },
+        { seq: 1, start: 3, tokens: toks(4, 6), sample: true },
+        { seq: 2, start: 2, tokens: toks(5, 7), sample: false },
+        { seq: 3, start: 1, tokens: [11], sample: true },
+      ]);
+      const lr: number[] = [0, 1, 2, 3, 4, 10];
+      await same({ ...verify, logitRows: Uint32Array.from(lr) }, 'decodes, a verify chunk, an unsampled chunk');
+      // A step of prompt chunks with no sampled row: nothing to return.
+      const rec = ctx.recorder();
+      const none = stepInputs(geo, [{ seq: 0, start: 17, tokens: toks(4, 8), sample: false }]);
+      expect(on.decodePath(none)).toBe('megakernel');
+      expect(await on.record(rec, none)).toBeNull();
+      rec.submit();
     } finally {
-      m.destroy();
+      on.destroy();
+      off.destroy();
       destroyLlamaWeights(weights);
     }
   });

@@ -53,6 +53,7 @@ import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
+import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_CHUNK_TOKENS, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
 
 const STORAGE = 0x80 | 0x08 | 0x04;
@@ -76,11 +77,9 @@ function latestPosition(s: StepInputs): number {
   return latest;
 }
 
-/** True for a decode-only step: token i is the single token of sequence i and logit row i. */
-function isDecodeOnly(s: StepInputs): boolean {
-  const S = s.numSeqs;
-  if (S === 0 || s.tokens.length !== S || s.logitRows.length !== S) return false;
-  for (let i = 0; i < S; i++) if (s.tokenSeq[i] !== i || s.logitRows[i] !== i) return false;
+/** True when the step carries only what the megakernel reads (no image rows). */
+function megakernelFields(s: StepInputs): boolean {
+  if (s.numSeqs === 0) return false;
   for (const [k, v] of Object.entries(s)) {
     if (MEGAKERNEL_STEP_FIELDS.has(k) || v === undefined || v === null) continue;
     if (typeof v === 'object' && 'length' in v && (v as ArrayLike<unknown>).length === 0) continue;
@@ -88,6 +87,9 @@ function isDecodeOnly(s: StepInputs): boolean {
   }
   return true;
 }
+
+/** Out-row map entry (and padding slot) meaning none. */
+const NO_ROW = 0xffffffff;
 
 /** A region of the packed per-step input buffer. */
 interface Section {
@@ -98,7 +100,7 @@ interface Section {
 export class LlamaModel {
   readonly kvBytes: number;
   private readonly input: GPUBuffer;
-  private readonly sections: Record<'tokens' | 'positions' | 'tokenSeq' | 'slots' | 'blockTables' | 'logitRows', Section>;
+  private readonly sections: Record<'tokens' | 'positions' | 'tokenSeq' | 'slots' | 'blockTables' | 'logitRows' | 'outRow' | 'waveRows', Section>;
   private readonly staging: Uint32Array<ArrayBuffer>;
   private readonly cacheK: KvStore[] = [];
   private readonly cacheV: KvStore[] = [];
@@ -119,6 +121,8 @@ export class LlamaModel {
   } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
+  /** The last step's wave plan (decodePath, fusesArgmax, upload and record all ask; StepInputs are not mutated once built). */
+  private wavePlan: { step: StepInputs; waves: MegakernelWave[] | null } | null = null;
 
   /** Where the megakernel reads weights from (null when it is off). */
   get megakernelWeightSource(): MegakernelWeightSource | null {
@@ -136,13 +140,16 @@ export class LlamaModel {
     const { device } = ctx;
     const align = ctx.gpu.limits.minStorageBufferOffsetAlignment;
     const T = geo.maxTokens;
+    // Per-token sections hold one more entry: the megakernel's padding sentinel (megakernel_waves.ts).
     const caps = {
-      tokens: T,
-      positions: T,
-      tokenSeq: T,
-      slots: T,
+      tokens: T + 1,
+      positions: T + 1,
+      tokenSeq: T + 1,
+      slots: T + 1,
       blockTables: geo.maxSeqs * geo.maxBlocksPerSeq,
       logitRows: geo.maxLogitRows ?? geo.maxSeqs,
+      outRow: T + 1, // megakernel: token -> logit row
+      waveRows: megakernelScratchRows(geo) * MEGAKERNEL_MAX_WAVES, // megakernel: every wave's rows
     };
     let at = 0;
     const sections = {} as Record<keyof typeof caps, Section>;
@@ -205,7 +212,7 @@ export class LlamaModel {
     const xStage = texture ? stagingTexture(ctx, T * Math.ceil(Math.max(c.hiddenSize, c.heads * c.headDim, c.intermediateSize) / 4)) : null;
     let scratch: TextureBinding | null = null;
     if (off === null && budgetOff === null && typeof mw !== 'string' && tuning.scratch === 'texture') {
-      scratch = createR32Texture(ctx, megakernelScratchFloats(c, geo.maxSeqs), 'megakernel-scratch');
+      scratch = createR32Texture(ctx, megakernelScratchFloats(c, megakernelScratchRows(geo)), 'megakernel-scratch');
       if (!scratch) tuning = { ...tuning, scratch: 'workgroup' };
     }
     this.mega =
@@ -306,6 +313,26 @@ export class LlamaModel {
     put('slots', s.slots);
     put('blockTables', s.blockTables);
     put('logitRows', s.logitRows);
+    const waves = this.wavesOf(s);
+    if (waves) {
+      // The sentinel token T for padding rows, each token's logit row, the waves' rows.
+      const T = s.tokens.length;
+      const at = (name: keyof LlamaModel['sections'], i: number, v: number): void => {
+        this.staging[this.sections[name].offset / 4 + i] = v;
+      };
+      at('tokens', T, 0);
+      at('positions', T, 0);
+      at('slots', T, NO_ROW);
+      at('tokenSeq', T, 0);
+      const out = new Uint32Array(T + 1).fill(NO_ROW);
+      s.logitRows.forEach((t, r) => (out[t] = r));
+      put('outRow', out);
+      let o = this.sections.waveRows.offset / 4;
+      for (const w of waves) {
+        this.staging.set(w.rows, o);
+        o += w.rows.length;
+      }
+    }
     this.ctx.device.queue.writeBuffer(this.input, 0, this.staging);
   }
 
@@ -321,8 +348,9 @@ export class LlamaModel {
     const D = c.hiddenSize;
     const w = this.weights;
     this.upload(s);
-    // Decode-only steps (one token per sequence, all sampled, no image rows): one dispatch.
-    if (this.decodePath(s) === 'megakernel') return this.recordMegakernel(rec, s, opts.argmaxInto);
+    // Decode steps, and prompt chunks in at most a few waves (megakernel_waves.ts): the megakernel.
+    const waves = this.wavesOf(s);
+    if (waves) return this.recordMegakernel(rec, s, waves, opts.argmaxInto);
     if (opts.argmaxInto) throw new Error('LlamaModel.record: argmaxInto on a step that does not fuse the argmax');
     const positions = this.view('positions', T);
     const x = this.act('x', [T, D]);
@@ -389,58 +417,91 @@ export class LlamaModel {
   }
 
   /**
-   * The path of a step: the megakernel for decode-only steps (one token per sequence, all
-   * sampled, no image rows) when the model is eligible — under `auto` only for steps of at
-   * most tuning.autoMaxSeqs sequences (MEGAKERNEL_AUTO_MAX_SEQS from a weight buffer, any
-   * number with texture weights) — else the generic path.
+   * The path of a step: the megakernel when the model is eligible and the step's rows fit it
+   * (no image rows; each sequence's tokens contiguous, in at most MEGAKERNEL_MAX_WAVES waves:
+   * megakernel_waves.ts; within llvmpipe's loop budget) — on hardware adapters with buffer
+   * weights only decode-only steps of at most tuning.autoMaxSeqs sequences — else the generic
+   * path.
    */
   decodePath(s: StepInputs): 'megakernel' | 'generic' {
-    return this.mega && s.numSeqs <= this.mega.maxSeqs && isDecodeOnly(s) && this.withinLoopBudget(s) ? 'megakernel' : 'generic';
+    return this.wavesOf(s) ? 'megakernel' : 'generic';
+  }
+
+  /** The step's megakernel waves, or null for the generic path (decodePath); cached per step object. */
+  private wavesOf(s: StepInputs): MegakernelWave[] | null {
+    if (this.wavePlan?.step === s) return this.wavePlan.waves;
+    const waves = this.planWaves(s);
+    this.wavePlan = { step: s, waves };
+    return waves;
+  }
+
+  private planWaves(s: StepInputs): MegakernelWave[] | null {
+    const m = this.mega;
+    if (!m || !megakernelFields(s)) return null;
+    const lim = this.ctx.gpu.limits.maxComputeWorkgroupStorageSize;
+    const waves = megakernelWaves(s, {
+      maxChunk: MEGAKERNEL_MAX_CHUNK,
+      maxWaves: m.maxSeqs === Infinity ? MEGAKERNEL_MAX_WAVES : 1,
+      maxChunkTokens: MEGAKERNEL_MAX_CHUNK_TOKENS,
+      rowsFor: (n) => megakernelRows(this.cfg, n, lim),
+      maxRows: megakernelScratchRows(this.geo),
+    });
+    if (!waves) return null;
+    if (m.maxSeqs !== Infinity && (s.tokens.length !== s.numSeqs || s.numSeqs > m.maxSeqs)) return null;
+    return waves.every((w) => this.withinLoopBudget(w)) ? waves : null;
   }
 
   /**
-   * On llvmpipe: the step's megakernel invocations stay within the driver's loop budget
-   * (core/ops/loop_budget.ts) at the step's rows per workgroup and latest position; past it
-   * llvmpipe would cut the kernel's loops short, so such steps take the generic path
-   * (bit-identical, so a sequence may move between the paths as its context grows).
+   * On llvmpipe: the wave's megakernel invocations stay within the driver's loop budget
+   * (core/ops/loop_budget.ts) at its rows per workgroup and latest position; past it llvmpipe
+   * would cut the kernel's loops short, so such steps take the generic path (bit-identical, so
+   * a sequence may move between the paths as its context grows).
    */
-  private withinLoopBudget(s: StepInputs): boolean {
+  private withinLoopBudget(w: MegakernelWave): boolean {
     const t = this.mega!.tuning;
     if (t.loopBudget === null) return true;
-    const latest = latestPosition(s);
-    const MR = megakernelRows(this.cfg, s.numSeqs, this.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
-    return megakernelLoopCount(this.cfg, { MR, WG: t.wg, NO: t.octs, GC: megakernelGC(this.cfg), argmax: false }, latest) <= t.loopBudget;
+    return megakernelLoopCount(this.cfg, { MR: w.MR, WG: t.wg, NO: t.octs, GC: megakernelGC(this.cfg), argmax: false }, w.latest) <= t.loopBudget;
   }
 
-  /** True when record() can write greedy ids instead of logits for this step (the decode megakernel takes it). */
+  /** True when record() can write greedy ids instead of logits for this step (the megakernel takes it). */
   fusesArgmax(s: StepInputs): boolean {
     return this.decodePath(s) === 'megakernel';
   }
 
-  /** A decode-only step in one dispatch: every layer, the final norm and the LM head; logits [S, V] (or greedy ids into `ids`). */
-  private async recordMegakernel(rec: Recorder, s: StepInputs, ids?: Tensor): Promise<Tensor> {
+  /**
+   * A step through the megakernel, one dispatch per wave: every layer, the final norm and the LM
+   * head; logits [R, V] (or the greedy ids into `ids`), null when no row needs logits.
+   */
+  private async recordMegakernel(rec: Recorder, s: StepInputs, waves: MegakernelWave[], ids?: Tensor): Promise<Tensor | null> {
     const c = this.cfg;
-    const S = s.numSeqs;
-    const logits = ids ? null : this.act('logits', [S, c.vocabSize]);
+    const R = s.logitRows.length;
+    const logits = ids ? null : this.act('logits', [Math.max(R, 1), c.vocabSize]);
     const words = (name: keyof LlamaModel['sections']): number => this.sections[name].offset / 4;
-    await decodeMegakernel(rec, {
-      cfg: c,
-      weights: this.mega!.weights,
-      tuning: this.mega!.tuning,
-      weightTexture: this.mega!.texture,
-      scratch: this.mega!.scratch,
-      input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), blockTables: words('blockTables') },
-      invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }),
-      cacheK: this.kvTextures?.k ?? (this.cacheK[0] as Tensor).buffer,
-      cacheV: this.kvTextures?.v ?? (this.cacheV[0] as Tensor).buffer,
-      kvLayerBytes: this.mega!.kvLayerBytes,
-      kvDtype: this.kvDtype,
-      blockSize: this.geo.blockSize,
-      maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
-      seqs: S,
-      out: logits ? { logits } : { ids: { ...ids!, shape: [S] } },
-    });
-    return logits ?? { ...ids!, shape: [S] };
+    const invFreq = invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) });
+    let rows = words('waveRows');
+    for (const w of waves) {
+      await decodeMegakernel(rec, {
+        cfg: c,
+        weights: this.mega!.weights,
+        tuning: this.mega!.tuning,
+        weightTexture: this.mega!.texture,
+        scratch: this.mega!.scratch,
+        input: { buffer: this.input, tokens: words('tokens'), positions: words('positions'), slots: words('slots'), tokenSeq: words('tokenSeq'), out: words('outRow'), blockTables: words('blockTables'), rows },
+        invFreq,
+        cacheK: this.kvTextures?.k ?? (this.cacheK[0] as Tensor).buffer,
+        cacheV: this.kvTextures?.v ?? (this.cacheV[0] as Tensor).buffer,
+        kvLayerBytes: this.mega!.kvLayerBytes,
+        kvDtype: this.kvDtype,
+        blockSize: this.geo.blockSize,
+        maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
+        seqs: w.rows.length,
+        MR: w.MR,
+        out: logits ? { logits } : { ids: { ...ids!, shape: [Math.max(R, 1)] } },
+      });
+      rows += w.rows.length;
+    }
+    if (R === 0) return null;
+    return logits ? { ...logits, shape: [R, c.vocabSize] } : { ...ids!, shape: [R] };
   }
 
   destroy(): void {
