@@ -12,6 +12,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/config.ts';
 import { start } from '../server/main.ts';
+import { percentile } from './stats.ts';
 
 export interface LoadResult {
   clients: number;
@@ -23,11 +24,6 @@ export interface LoadResult {
   tokensPerSecond: number;
   p50: number;
   p99: number;
-}
-
-function pct(sorted: number[], p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 export async function benchLoad(opts: { clients?: number; seconds?: number; maxNewTokens?: number } = {}): Promise<LoadResult> {
@@ -74,8 +70,8 @@ export async function benchLoad(opts: { clients?: number; seconds?: number; maxN
     };
     await Promise.all(Array.from({ length: clients }, (_, i) => client(i)));
     const elapsed = (performance.now() - t0) / 1000;
-    latencies.sort((a, b) => a - b);
-    return { clients, seconds: elapsed, requests, errors, lost, tokens, tokensPerSecond: tokens / elapsed, p50: pct(latencies, 50), p99: pct(latencies, 99) };
+    const pct = (p: number): number => (latencies.length ? percentile(latencies, p) : 0);
+    return { clients, seconds: elapsed, requests, errors, lost, tokens, tokensPerSecond: tokens / elapsed, p50: pct(50), p99: pct(99) };
   } finally {
     await running.close();
   }

@@ -26,6 +26,9 @@
  *    then a warm one (same prefix, other suffix), `runs` pairs each with a fresh prefix;
  *    speedup = cold TTFT / warm TTFT (median of per-pair ratios). Both are checked against
  *    the same prompts run with prefix caching off.
+ * 5. Continuous batching under arrivals (stories260K; bench/continuous.ts): 16 clients with
+ *    requests of varied length back to back, prompt chunks through the megakernel's waves
+ *    against the generic path.
  *
  * Run standalone: `npx tsx bench/serving.ts [run.ts flags]` (runs `bench/run.ts --only serving`).
  */
@@ -40,6 +43,8 @@ import { dirSource } from '../server/fs_source.ts';
 import { runBenchChild, runStandalone } from './child.ts';
 import { machineDescription, PROMPT_TEXT } from './generate.ts';
 import { ensureModel, type BenchModel, type ModelId } from './models.ts';
+import { continuousTable, measureContinuous, type ContinuousFigures } from './continuous.ts';
+import { request, type Req } from './requests.ts';
 import { median } from './stats.ts';
 import { measureStepScaling, stepScalingTable, type StepScaling } from './step_scaling.ts';
 
@@ -71,6 +76,8 @@ export const SERVING_DEFAULTS = {
   prefixTokens: 16,
   promptTokens: 15,
   timeoutSec: 3600,
+  /** Section 5 (stories260K): clients, requests per client, new tokens per request. */
+  continuous: { clients: 16, perClient: 4, minTokens: 16, maxTokens: 64 },
 };
 
 interface CaseSpec {
@@ -158,6 +165,7 @@ export interface ServingCase {
   steps?: StepScaling;
   kv?: KvFigures;
   prefix?: PrefixFigures;
+  continuous?: ContinuousFigures;
   peakRssMB: number;
   loadAvgStart: number[];
   loadAvgEnd: number[];
@@ -175,37 +183,6 @@ const logErr = (s: string): void => void process.stderr.write(`${s}\n`);
 
 // ---------------------------------------------------------------------------------------
 // Child side
-
-interface Req {
-  wallMs: number;
-  ttftMs: number;
-  /** performance.now() of the call, first and last token. */
-  t0: number;
-  first: number;
-  last: number;
-  ids: number[];
-  cachedTokens: number;
-}
-
-async function request(d: LoadedDecoder, ids: number[], T: number): Promise<Req> {
-  const t0 = performance.now();
-  let first = NaN;
-  let last = NaN;
-  let out: number[] = [];
-  let cachedTokens = 0;
-  for await (const ev of d.engine.generate(ids, { maxNewTokens: T, ignoreEos: true, sampling: { temperature: 0 } })) {
-    if (ev.type === 'token') {
-      last = performance.now();
-      if (Number.isNaN(first)) first = last;
-    } else {
-      out = ev.tokenIds;
-      cachedTokens = ev.usage.cachedTokens;
-    }
-  }
-  const end = performance.now();
-  if (out.length !== T) throw new Error(`serving bench: a request made ${out.length} tokens, expected ${T}`);
-  return { wallMs: end - t0, ttftMs: first - t0, t0, first, last, ids: out, cachedTokens };
-}
 
 const concurrent = (d: LoadedDecoder, prompts: number[][], T: number): Promise<Req[]> => Promise.all(prompts.map((p) => request(d, p, T)));
 
@@ -235,8 +212,8 @@ async function runCase(spec: CaseSpec, out: Partial<ServingCase>): Promise<void>
   const ctx = await GpuContext.create({ backend: spec.backend });
   const info = ctx.gpu.info;
   out.runtime = `Dawn ${info.backend}: ${info.name} (${info.featureLevel}), variant ${ctx.variant}`;
-  const load = (dtype: KvDtype, prefixCaching: boolean, maxSeqs: number, seqTokens: number): Promise<LoadedDecoder> =>
-    loadDecoder(ctx, ms, { maxSeqs, prefixCaching, kvCacheDtype: dtype, blockSize: BLOCK, kvCacheBytes: poolBytes(maxSeqs, seqTokens, kvBytesPerToken(cfg, dtype)) });
+  const load = (dtype: KvDtype, prefixCaching: boolean, maxSeqs: number, seqTokens: number, megakernelWaves = true): Promise<LoadedDecoder> =>
+    loadDecoder(ctx, ms, { maxSeqs, prefixCaching, kvCacheDtype: dtype, blockSize: BLOCK, kvCacheBytes: poolBytes(maxSeqs, seqTokens, kvBytesPerToken(cfg, dtype)), megakernelWaves });
 
   try {
     // --- 1 + 2: sequential baseline and concurrent levels, f32 KV -------------------------
@@ -391,6 +368,12 @@ async function runCase(spec: CaseSpec, out: Partial<ServingCase>): Promise<void>
       idsEqualNoCache: same,
       requests: 2 * spec.runs,
     };
+
+    // --- 5: continuous batching under arrivals (stories260K) -------------------------------
+    if (spec.model.id === 'stories260K') {
+      const o = SERVING_DEFAULTS.continuous;
+      out.continuous = await measureContinuous((waves) => load('f32', false, o.clients, base.length + o.maxTokens, waves), promptFor, { ...o, runs: spec.runs }, logErr);
+    }
   } finally {
     ctx.destroy();
   }
@@ -534,6 +517,7 @@ function caseTable(c: ServingCase): string {
       `| ${ms0(p.coldTtftMs)} | ${ms0(p.warmTtftMs)} | ${f2(p.speedup)}x | ${ms0(p.coldWallMs)} / ${ms0(p.warmWallMs)} | ${p.cachedTokens} / ${p.promptTokens}${p.cachedTokens === p.expectedCached ? '' : ` (**expected ${p.expectedCached}**)`} | ${p.coldCached} | ${p.hitTokens} | ${p.idsEqualNoCache}/${p.requests} |`,
     );
   }
+  if (c.continuous) lines.push('', continuousTable(c.continuous));
   if (c.model === 'stories260K' && c.rows.length) lines.push('', goals(c));
   return lines.join('\n');
 }

@@ -12,3 +12,10 @@ export function median(xs: number[]): number {
 export function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN;
 }
+
+/** The p-th percentile (nearest rank, p in 0..100) of the finite values; NaN when none. */
+export function percentile(xs: number[], p: number): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}

@@ -45,6 +45,8 @@ export interface LoadOptions {
   maxLogitRows?: number;
   /** KV-cache storage (default f32): q8 = int8 with one f32 scale per (token, kv head), see core/ops/kv_write.ts. */
   kvCacheDtype?: KvDtype;
+  /** Llama family: prompt chunks through the decode megakernel in waves (default true; false = decode steps only, for A/B measurements). */
+  megakernelWaves?: boolean;
 }
 
 export interface LoadedDecoder {
@@ -158,7 +160,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
       weightSource: megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv()).weights,
     }) === null;
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
-  const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype);
+  const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
   const runner = new Runner(ctx, model, kv);

@@ -65,6 +65,8 @@ export interface LlamaModelOptions {
   megakernelWeights?: MegakernelWeightSource | 'auto';
   /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
   decodeMegakernel?: MegakernelMode;
+  /** Steps with prompt chunks or verify rows through the megakernel in waves (default true; false: decode steps only). */
+  megakernelWaves?: boolean;
 }
 
 /** The StepInputs fields the megakernel understands; a step carrying anything else (e.g. image rows) takes the generic path. */
@@ -113,6 +115,8 @@ export class LlamaModel {
     weights: MegakernelWeights;
     kvLayerBytes: number;
     maxSeqs: number;
+    /** Steps with multi-token chunks in waves (LlamaModelOptions.megakernelWaves). */
+    waves: boolean;
     tuning: MegakernelTuning;
     texture: TextureBinding | null;
     scratch: TextureBinding | null;
@@ -217,7 +221,7 @@ export class LlamaModel {
     }
     this.mega =
       off === null && typeof mw !== 'string'
-        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, tuning, texture, scratch, xStage }
+        ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, waves: opts.megakernelWaves ?? true, tuning, texture, scratch, xStage }
         : null;
     const kvTex = this.mega && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4, kvDtype === 'q8' ? 'r32uint' : 'r32float') : null;
     if (kvTex) {
@@ -441,13 +445,13 @@ export class LlamaModel {
     const lim = this.ctx.gpu.limits.maxComputeWorkgroupStorageSize;
     const waves = megakernelWaves(s, {
       maxChunk: MEGAKERNEL_MAX_CHUNK,
-      maxWaves: m.maxSeqs === Infinity ? MEGAKERNEL_MAX_WAVES : 1,
+      maxWaves: m.maxSeqs === Infinity && m.waves ? MEGAKERNEL_MAX_WAVES : 1,
       maxChunkTokens: MEGAKERNEL_MAX_CHUNK_TOKENS,
       rowsFor: (n) => megakernelRows(this.cfg, n, lim),
       maxRows: megakernelScratchRows(this.geo),
     });
     if (!waves) return null;
-    if (m.maxSeqs !== Infinity && (s.tokens.length !== s.numSeqs || s.numSeqs > m.maxSeqs)) return null;
+    if ((m.maxSeqs !== Infinity || !m.waves) && (s.tokens.length !== s.numSeqs || s.numSeqs > m.maxSeqs)) return null;
     return waves.every((w) => this.withinLoopBudget(w)) ? waves : null;
   }
 
