@@ -7,7 +7,8 @@
  *  - stories260K, F32: greedy decoding reproduces llama2.c's 64 reference ids
  *    exactly (the q/k un-permutation and the GGUF tokenizer must be right).
  *  - stories260K, Q8_0 (down_proj, whose 172 columns are not a multiple of 32,
- *    falls back to F16 as in llama.cpp): the GPU logits of the prompt match the
+ *    falls back to F16 as in llama.cpp), kept quantized (dtype q8_0) and dequantized
+ *    for the decode megakernel (dtype auto on these software adapters): the GPU logits of the prompt match the
  *    plain-TS reference run on the dequantized GGUF weights within 1e-4 * max|logit|
  *    (observed ~2e-5: the kernels are exact, only the weights changed). Agreement
  *    of the 64 greedy ids with llama2.c's f32 ids is reported (observed 64/64) and
@@ -186,12 +187,16 @@ describe('GGUF files written by hfToGguf', () => {
       }
     });
 
-    it('stories260K Q8_0 GGUF: logits match the reference on the dequantized weights; greedy agreement', async () => {
+    // dtype q8_0 keeps the file's quantization (the generic path's q8 kernels); `auto` on these
+    // software adapters dequantizes it at load for the decode megakernel (load.ts).
+    it.each(['q8_0', 'auto'] as const)('stories260K Q8_0 GGUF, dtype %s: logits match the reference on the dequantized weights; greedy agreement', async (dtype) => {
       const ctx = await gpuFor(backend);
-      const d = await loadDecoder(ctx, await openModelPath(files.storiesQ8), { maxSeqs: 8 });
+      const d = await loadDecoder(ctx, await openModelPath(files.storiesQ8), { maxSeqs: 8, dtype });
       try {
-        expect(d.weights.layers[0]!.qkv.w.dtype).toBe('q8_0');
-        expect(d.weights.layers[0]!.down.w.dtype).toBe('f32'); // F16 in the file, dequantized on the host
+        expect(d.weights.layers[0]!.qkv.w.dtype).toBe(dtype === 'auto' ? 'f32' : 'q8_0');
+        // F16 in the file (172 columns: no Q8_0 blocks): kept under q8_0, dequantized on the host under auto.
+        expect(d.weights.layers[0]!.down.w.dtype).toBe(dtype === 'auto' ? 'f32' : 'f16');
+        expect(d.model.megakernelOff === null).toBe(dtype === 'auto');
         const { cfg, get } = await dequantizedGgufWeights(files.storiesQ8);
         const V = cfg.vocabSize;
         const ref = referenceRun(cfg, get, PROMPT_IDS, 0);
@@ -208,7 +213,7 @@ describe('GGUF files written by hfToGguf', () => {
         const agreeAt = REFERENCE_IDS.filter((t, i) => t === r.tokenIds[i]).length;
         const { guaranteed, worst } = q8Guarantee(cfg, get);
         notes.push(
-          `${backend} Q8_0: last-position max|diff| vs dequantized reference ${errLast.toExponential(2)} ` +
+          `${backend} Q8_0 (dtype ${dtype}): last-position max|diff| vs dequantized reference ${errLast.toExponential(2)} ` +
             `(all prompt positions ${errAll.toExponential(2)}, max|logit| ${scale.toFixed(2)}); greedy agrees with the ` +
             `llama2.c f32 ids on the first ${agreePrefix} of 64 (${agreeAt}/64 positions equal); ` +
             `CPU bound: ${guaranteed} leading steps certain (worst |dLogit| / top-2 gap ${worst.toFixed(3)})`,
