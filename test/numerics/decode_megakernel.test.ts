@@ -8,7 +8,7 @@
  * crossing 4-token KV blocks.
  *
  * Two LlamaModels share one packed weight buffer: `on` runs decode steps as the
- * megakernel, and prefills and mixed steps (prompt chunks of up to 16 tokens) in
+ * megakernel, and prefills and mixed steps (prompt chunks of up to 32 tokens) in
  * its waves; `off` always the generic path. Both are fed the same tokens (greedy
  * from the generic logits); the prefill and one mixed step (3- and 6-token chunks
  * among decodes) must give the same logits bit for bit. A separate case covers
