@@ -444,7 +444,8 @@ export class LlamaModel {
     if (!m || !megakernelFields(s)) return null;
     const lim = this.ctx.gpu.limits.maxComputeWorkgroupStorageSize;
     const waves = megakernelWaves(s, {
-      maxChunk: MEGAKERNEL_MAX_CHUNK,
+      // 4 tokens of a sequence per wave, fewer where a workgroup's memory holds fewer rows.
+      maxChunk: megakernelRows(this.cfg, MEGAKERNEL_MAX_CHUNK, lim),
       maxWaves: m.maxSeqs === Infinity && m.waves ? MEGAKERNEL_MAX_WAVES : 1,
       maxChunkTokens: MEGAKERNEL_MAX_CHUNK_TOKENS,
       rowsFor: (n) => megakernelRows(this.cfg, n, lim),
