@@ -121,7 +121,8 @@ export async function benchSpeculative(o: SpeculativeBenchOptions = {}): Promise
     ] as const) {
       const d = await loadDecoder(ctx, await openModelPath(path), { ...geo, prefixCaching: false });
       loaded.push(d);
-      drafts.push([label, new Speculator(d.engine.runner, k)]);
+      // dtype auto may dequantize a GGUF draft for the decode megakernel (core/models/load.ts): say what runs.
+      drafts.push([d.format === 'gguf' ? `${label} (${d.weights.layers[0]!.qkv.w.dtype} on the GPU)` : label, new Speculator(d.engine.runner, k)]);
     }
     const rows: SpeculativeRow[] = [];
     for (const n of conc) {
