@@ -68,6 +68,25 @@ export function readerCounter(name: string, help: string, samples: [Record<strin
 }
 
 /**
+ * Decoder steps per path per reader (counters): through the decode megakernel and through the
+ * generic per-op path, and the megakernel's dispatches (one per wave: more than its steps when
+ * prompt chunks ride in waves; docs/engine.md).
+ */
+export function decodePathMetrics(samples: [Record<string, string>, { megakernelSteps: number; megakernelDispatches: number; genericSteps: number }][]): string {
+  if (!samples.length) return '';
+  return (
+    readerCounter(
+      'weft_engine_steps_total',
+      'Decoder engine steps per decode path (megakernel: one or a few dispatches for the whole step; generic: one dispatch per op).',
+      samples.flatMap(([l, s]) => [
+        [{ ...l, path: 'megakernel' }, s.megakernelSteps],
+        [{ ...l, path: 'generic' }, s.genericSteps],
+      ]),
+    ) + readerCounter('weft_megakernel_dispatches_total', 'Decode megakernel dispatches (one per wave of a step).', samples.map(([l, s]) => [l, s.megakernelDispatches]))
+  );
+}
+
+/**
  * Speculative decoding per reader with a draft: tokens proposed and accepted
  * (counters) and the acceptance rate so far (gauge).
  */

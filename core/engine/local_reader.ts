@@ -122,6 +122,7 @@ export class LocalReader implements ReaderApi {
         : {}),
       computedTokens: engine.runner.computedTokens,
       gpuBusyMs: engine.runner.ctx.stepTimer?.busyMs ?? null,
+      ...(engine.runner.model.pathCounts ? { decodePaths: { ...engine.runner.model.pathCounts } } : {}),
     };
   }
 }

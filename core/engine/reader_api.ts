@@ -98,6 +98,8 @@ export interface ReaderStats {
   computedTokens: number;
   /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */
   gpuBusyMs?: number | null;
+  /** Decoder readers whose model counts them: steps per decode path (core/engine/runner.ts DecodePathCounts). */
+  decodePaths?: { megakernelSteps: number; megakernelDispatches: number; genericSteps: number };
 }
 
 /** The operations every reader serves, whatever its type and transport. */

@@ -22,6 +22,15 @@ export interface StepModel {
   record(rec: Recorder, s: StepInputs, opts?: RecordOptions): Promise<Tensor | null>;
   /** True when record() can write greedy ids instead of logits for s (RecordOptions.argmaxInto). */
   fusesArgmax?(s: StepInputs): boolean;
+  /** Steps recorded per decode path, for metrics (LlamaModel). */
+  readonly pathCounts?: Readonly<DecodePathCounts>;
+}
+
+/** Steps a model recorded through the decode megakernel (and its dispatches: one per wave) and through the generic path. */
+export interface DecodePathCounts {
+  megakernelSteps: number;
+  megakernelDispatches: number;
+  genericSteps: number;
 }
 
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */

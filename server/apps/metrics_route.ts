@@ -4,7 +4,7 @@
  * blocks, prefix-cache hits) gathered from the readers at scrape time.
  */
 import type { Hono } from 'hono';
-import { gauge, speculativeMetrics } from '../metrics.ts';
+import { decodePathMetrics, gauge, speculativeMetrics } from '../metrics.ts';
 import type { Service } from '../service.ts';
 
 export function metricsRoute(app: Hono, svc: Service): void {
@@ -40,6 +40,7 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +
       gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]) +
       svc.readers.renderMetrics() +
+      decodePathMetrics(stats.filter((x) => x.s?.decodePaths).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), x.s!.decodePaths!])) +
       speculativeMetrics(stats.filter((x) => x.s?.draftTokensProposed !== undefined).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), { proposed: x.s!.draftTokensProposed!, accepted: x.s!.draftTokensAccepted ?? 0 }]));
     return c.text(body, 200, { 'content-type': 'text/plain; version=0.0.4' });
   });

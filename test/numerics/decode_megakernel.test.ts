@@ -353,7 +353,11 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
       // Prompts of 16, 3, 2 and 1 tokens in one step: four waves, chunks of 3 and 2 packed with
       // padding rows (the sentinel), every prompt's last row sampled.
       const prompts = [toks(16, 2), toks(3, 3), toks(2, 4), toks(1, 5)];
+      const before = { ...on.pathCounts };
       await same(stepInputs(geo, prompts.map((t, i) => ({ seq: i, start: 0, tokens: t, sample: true }))), 'prefill in waves');
+      // Two records (logits, then fused argmax) of a 4-wave step; the generic model counts its own.
+      expect(on.pathCounts).toEqual({ megakernelSteps: before.megakernelSteps + 2, megakernelDispatches: before.megakernelDispatches + 8, genericSteps: before.genericSteps });
+      expect(off.pathCounts.megakernelSteps).toBe(0);
       // Decodes mixed with a verify chunk whose every row is sampled (speculative decoding's
       // k + 1 rows) and a chunk with no sampled row (a prompt's middle).
       const verify = stepInputs(geo, [

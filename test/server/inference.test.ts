@@ -140,10 +140,21 @@ describe('inference app', () => {
     const h = await inf('/healthz');
     expect(h.status).toBe(200);
     expect(await h.json()).toMatchObject({ status: 'ok', readers: [{ reader_id: 'primary-0', ready: true }] });
-    const m = await (await inf('/metrics')).text();
+    let m = await (await inf('/metrics')).text();
     expect(m).toMatch(/weft_requests_total \d+/);
     expect(m).toMatch(/weft_request_tokens_per_second_count \d+/);
     expect(m).toContain('weft_kv_blocks_total{reader_id="primary-0",consumer_group="primary"}');
+    // Step counters per decode path: on these software adapters stories260K decodes through
+    // the megakernel, one dispatch per wave (a generation first, so the test stands alone).
+    expect((await inf('/generate', post({ text: 'Tim', max_new_tokens: 3 }))).status).toBe(200);
+    m = await (await inf('/metrics')).text();
+    const num = (re: RegExp): number => Number(re.exec(m)?.[1] ?? NaN);
+    const mk = num(/weft_engine_steps_total\{reader_id="primary-0",consumer_group="primary",path="megakernel"\} (\d+)/);
+    const generic = num(/weft_engine_steps_total\{reader_id="primary-0",consumer_group="primary",path="generic"\} (\d+)/);
+    const dispatches = num(/weft_megakernel_dispatches_total\{reader_id="primary-0",consumer_group="primary"\} (\d+)/);
+    expect(mk).toBeGreaterThan(0);
+    expect(generic).toBeGreaterThanOrEqual(0);
+    expect(dispatches).toBeGreaterThanOrEqual(mk);
     const spec = (await (await inf('/openapi.json')).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(spec.paths)).toEqual(expect.arrayContaining(['/generate', '/generate_stream', '/tokenize/{reader_id}', '/cancel/{request_id}']));
     expect(await (await inf('/docs')).text()).toContain('swagger-ui-bundle.js');

@@ -52,6 +52,7 @@ import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
+import type { DecodePathCounts } from '../../engine/runner.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_CHUNK_TOKENS, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
@@ -125,6 +126,8 @@ export class LlamaModel {
   } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
+  /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
+  readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
   /** The last step's wave plan (decodePath, fusesArgmax, upload and record all ask; StepInputs are not mutated once built). */
   private wavePlan: { step: StepInputs; waves: MegakernelWave[] | null } | null = null;
 
@@ -354,8 +357,13 @@ export class LlamaModel {
     this.upload(s);
     // Decode steps, and prompt chunks in at most a few waves (megakernel_waves.ts): the megakernel.
     const waves = this.wavesOf(s);
-    if (waves) return this.recordMegakernel(rec, s, waves, opts.argmaxInto);
+    if (waves) {
+      this.pathCounts.megakernelSteps++;
+      this.pathCounts.megakernelDispatches += waves.length;
+      return this.recordMegakernel(rec, s, waves, opts.argmaxInto);
+    }
     if (opts.argmaxInto) throw new Error('LlamaModel.record: argmaxInto on a step that does not fuse the argmax');
+    this.pathCounts.genericSteps++;
     const positions = this.view('positions', T);
     const x = this.act('x', [T, D]);
     const h = this.act('h', [T, D]);
