@@ -128,8 +128,6 @@ export class LlamaModel {
   readonly megakernelOff: string | null;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
   readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
-  /** The last step's wave plan (decodePath, fusesArgmax, upload and record all ask; StepInputs are not mutated once built). */
-  private wavePlan: { step: StepInputs; waves: MegakernelWave[] | null } | null = null;
 
   /** Where the megakernel reads weights from (null when it is off). */
   get megakernelWeightSource(): MegakernelWeightSource | null {
@@ -308,7 +306,8 @@ export class LlamaModel {
   }
 
   /** Uploads the step's inputs with one queue write (ordered before the step's submit). */
-  private upload(s: StepInputs): void {
+  /** Writes the step's inputs (and, for the megakernel, its waves' row maps) into the input buffer. */
+  private upload(s: StepInputs, waves: MegakernelWave[] | null): void {
     const put = (name: keyof LlamaModel['sections'], a: Uint32Array): void => {
       const sec = this.sections[name];
       if (a.length > sec.capacity) throw new Error(`step input ${name}: ${a.length} > capacity ${sec.capacity}`);
@@ -320,7 +319,6 @@ export class LlamaModel {
     put('slots', s.slots);
     put('blockTables', s.blockTables);
     put('logitRows', s.logitRows);
-    const waves = this.wavesOf(s);
     if (waves) {
       // The sentinel token T for padding rows, each token's logit row, the waves' rows.
       const T = s.tokens.length;
@@ -354,9 +352,9 @@ export class LlamaModel {
     const R = s.logitRows.length;
     const D = c.hiddenSize;
     const w = this.weights;
-    this.upload(s);
     // Decode steps, and prompt chunks in at most a few waves (megakernel_waves.ts): the megakernel.
-    const waves = this.wavesOf(s);
+    const waves = this.planWaves(s);
+    this.upload(s, waves);
     if (waves) {
       this.pathCounts.megakernelSteps++;
       this.pathCounts.megakernelDispatches += waves.length;
@@ -436,17 +434,10 @@ export class LlamaModel {
    * path.
    */
   decodePath(s: StepInputs): 'megakernel' | 'generic' {
-    return this.wavesOf(s) ? 'megakernel' : 'generic';
+    return this.planWaves(s) ? 'megakernel' : 'generic';
   }
 
-  /** The step's megakernel waves, or null for the generic path (decodePath); cached per step object. */
-  private wavesOf(s: StepInputs): MegakernelWave[] | null {
-    if (this.wavePlan?.step === s) return this.wavePlan.waves;
-    const waves = this.planWaves(s);
-    this.wavePlan = { step: s, waves };
-    return waves;
-  }
-
+  /** The step's megakernel waves, or null for the generic path (a few µs: planned again by each caller rather than cached on a step object that could be mutated). */
   private planWaves(s: StepInputs): MegakernelWave[] | null {
     const m = this.mega;
     if (!m || !megakernelFields(s)) return null;
