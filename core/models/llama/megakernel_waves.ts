@@ -81,9 +81,10 @@ function sequenceRuns(s: StepInputs): { start: number; n: number }[] | null {
 /**
  * The waves of step `s`, or null when the megakernel cannot (or should not) take it: a
  * sequence's tokens not contiguous with consecutive positions, more than maxWaves waves or
- * maxChunkTokens tokens in multi-token chunks, a wave past maxRows. Within a wave, chunks are packed first-fit by decreasing size (stable,
- * so single-token rows keep the step's order) into workgroups of MR rows, padding rows
- * (the sentinel token T) where a chunk does not fit the rest of a workgroup.
+ * maxChunkTokens tokens in multi-token chunks, a wave past maxRows. Within a wave, chunks
+ * are packed first-fit by decreasing size (stable, so single-token rows keep the step's
+ * order) into workgroups of MR rows, padding rows (the sentinel token T) where a chunk does
+ * not fit the rest of a workgroup.
  */
 export function megakernelWaves(s: StepInputs, lim: WavePlanLimits): MegakernelWave[] | null {
   const T = s.tokens.length;
