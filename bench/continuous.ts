@@ -12,7 +12,7 @@
  */
 import type { LoadedDecoder } from '../core/models/load.ts';
 import { request, type Req } from './requests.ts';
-import { median, percentile } from './stats.ts';
+import { f1, f2, median, percentile } from './stats.ts';
 
 export interface ContinuousOptions {
   clients: number;
@@ -101,9 +101,6 @@ export async function measureContinuous(load: (waves: boolean) => Promise<Loaded
     requests: prompts.length,
   };
 }
-
-const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '—');
-const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');
 
 /** The markdown section of a ContinuousFigures. */
 export function continuousTable(f: ContinuousFigures): string {

@@ -45,7 +45,7 @@ import { machineDescription, PROMPT_TEXT } from './generate.ts';
 import { ensureModel, type BenchModel, type ModelId } from './models.ts';
 import { continuousTable, measureContinuous, type ContinuousFigures } from './continuous.ts';
 import { request, type Req } from './requests.ts';
-import { median } from './stats.ts';
+import { f1, f2, median } from './stats.ts';
 import { measureStepScaling, stepScalingTable, type StepScaling } from './step_scaling.ts';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -458,8 +458,6 @@ export async function benchServing(o: ServingBenchOptions = {}): Promise<Serving
 // ---------------------------------------------------------------------------------------
 // Report
 
-const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '—');
-const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');
 const ms0 = (x: number): string => (Number.isFinite(x) ? x.toFixed(0) : '—');
 const la = (x: number[]): string => x.slice(0, 3).map((v) => v.toFixed(2)).join(', ');
 

@@ -1,4 +1,4 @@
-/** Small statistics shared by the bench modules. */
+/** Small statistics (and the report's number formats) shared by the bench modules. */
 
 /** Median of the finite values (mean of the middle two for an even count); NaN when none. */
 export function median(xs: number[]): number {
@@ -19,3 +19,7 @@ export function percentile(xs: number[], p: number): number {
   if (!s.length) return NaN;
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
 }
+
+/** x with one / two decimals for report tables; '—' when not finite. */
+export const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '—');
+export const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');

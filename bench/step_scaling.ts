@@ -20,7 +20,7 @@ import { add } from '../core/ops/add.ts';
 import type { GpuContext } from '../core/gpu/context.ts';
 import type { LoadedDecoder } from '../core/models/load.ts';
 import type { StepInputs } from '../core/models/step.ts';
-import { mean, median } from './stats.ts';
+import { f2, mean, median } from './stats.ts';
 
 export interface Spread {
   p10: number;
@@ -131,7 +131,6 @@ export async function measureStepScaling(ctx: GpuContext, d: LoadedDecoder, size
   };
 }
 
-const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');
 
 /** Markdown: one row per S, compute and step scaling against S = 1 (p50 / mean). */
 export function stepScalingTable(s: StepScaling): string {

@@ -5,6 +5,7 @@
  * depth, batch size, KV blocks) are read from the readers at scrape time.
  */
 import type { GenerationEvent } from '../core/engine/engine.ts';
+import type { DecodePathCounts } from '../core/engine/runner.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
@@ -72,7 +73,7 @@ export function readerCounter(name: string, help: string, samples: [Record<strin
  * generic per-op path, and the megakernel's dispatches (one per wave: more than its steps when
  * prompt chunks ride in waves; docs/engine.md).
  */
-export function decodePathMetrics(samples: [Record<string, string>, { megakernelSteps: number; megakernelDispatches: number; genericSteps: number }][]): string {
+export function decodePathMetrics(samples: [Record<string, string>, DecodePathCounts][]): string {
   if (!samples.length) return '';
   return (
     readerCounter(

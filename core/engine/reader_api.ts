@@ -12,6 +12,7 @@ import { InvalidRequestError } from '../errors.ts';
 import type { SamplingParams } from '../sampling/params.ts';
 import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
+import type { DecodePathCounts } from './runner.ts';
 
 /**
  * A structured-output constraint as requested (compiled by the reader).
@@ -98,8 +99,8 @@ export interface ReaderStats {
   computedTokens: number;
   /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */
   gpuBusyMs?: number | null;
-  /** Decoder readers whose model counts them: steps per decode path (core/engine/runner.ts DecodePathCounts). */
-  decodePaths?: { megakernelSteps: number; megakernelDispatches: number; genericSteps: number };
+  /** Decoder readers whose model counts them: steps per decode path. */
+  decodePaths?: DecodePathCounts;
 }
 
 /** The operations every reader serves, whatever its type and transport. */

@@ -22,7 +22,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import { checkKvTextureFormat, isKvTexture, kvRowWords, type KvDtype, type KvStore } from './kv_write.ts';
-import { attentionTilesPerPass } from './loop_budget.ts';
+import { attentionTilesPerPass, dispatchInPasses, passCount } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export interface AttentionOptions {
@@ -141,7 +141,7 @@ export async function attention(
   const span = Math.min(opts.maxPosition ?? maxBlocksPerSeq * blockSize - 1, maxBlocksPerSeq * blockSize - 1) + 1;
   const tiles = Math.ceil((opts.window ? Math.min(span, opts.window) : span) / 8) + 1;
   const perPass = shared ? Infinity : (opts.tilesPerPass ?? (isLlvmpipe(rec.ctx.gpu.info) ? attentionTilesPerPass(GC, hd4) : Infinity));
-  const passes = tiles > perPass ? Math.ceil(tiles / perPass) : 1;
+  const passes = passCount(tiles, perPass);
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
     defines: shared
@@ -167,11 +167,6 @@ export async function attention(
     tileTo: 0,
   };
   const groups = shared ? grid1d(tokens * qHeads) : grid1d(ceilDiv(items, WG));
-  const bindings = [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out];
-  if (passes === 1) {
-    rec.dispatch(kernel, params, bindings, groups);
-    return;
-  }
-  const state = { buffer: rec.temp(items * GC * 8), size: items * GC * 8 }; // (m, l) per invocation and head
-  for (let k = 0; k < passes; k++) rec.dispatch(kernel, { ...params, tileFrom: k * perPass, tileTo: (k + 1) * perPass }, [...bindings, state], groups);
+  // State between passes: (m, l) f32 per invocation and head.
+  dispatchInPasses(rec, kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], groups, { passes, perPass, stateBytes: items * GC * 8 });
 }

@@ -16,7 +16,7 @@ import type { Recorder } from '../gpu/recorder.ts';
 import { numel, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
-import { encoderAttentionTilesPerPass, LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
+import { dispatchInPasses, encoderAttentionTilesPerPass, LLVMPIPE_LOOP_PLAN, passCount } from './loop_budget.ts';
 import type { Variant } from './variant.ts';
 
 export interface EncoderAttentionOptions {
@@ -103,8 +103,7 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
     throw new InvalidRequestError('input_too_long', `encoderAttention: ${S} tokens x headDim ${headDim} exceed llvmpipe's per-invocation loop budget for the gpu variant (core/ops/loop_budget.ts)`, { seqLen: S, headDim });
   }
   const perPass = tiles ? Infinity : (opts.tilesPerPass ?? (llvmpipe ? encoderAttentionTilesPerPass(GQ, hd4) : Infinity));
-  const keyTiles = ceilDiv(S, 8);
-  const passes = keyTiles > perPass ? Math.ceil(keyTiles / perPass) : 1;
+  const passes = passCount(ceilDiv(S, 8), perPass);
   const kernel = await rec.ctx.pipelines.get({
     shader: 'encoder_attention',
     defines: tiles ? { SHARED: true, WG: tiles.QB * hd4, HD4: hd4, QB: tiles.QB, KT: tiles.KT } : { SHARED: false, WG: CPU_WG, GQ, PASSES: passes > 1 },
@@ -124,10 +123,6 @@ export async function encoderAttention(rec: Recorder, qkv: Tensor, lengths: Tens
   };
   const invocations = B * heads * ceilDiv(S, GQ);
   const groups = tiles ? grid1d(B * heads * ceilDiv(S, tiles.QB)) : grid1d(ceilDiv(invocations, CPU_WG));
-  if (passes === 1) {
-    rec.dispatch(kernel, params, [qkv, lengths, out], groups);
-    return;
-  }
-  const state = { buffer: rec.temp(invocations * GQ * 8), size: invocations * GQ * 8 }; // (m, l) per invocation and query
-  for (let k = 0; k < passes; k++) rec.dispatch(kernel, { ...params, tileFrom: k * perPass, tileTo: (k + 1) * perPass }, [qkv, lengths, out, state], groups);
+  // State between passes: (m, l) f32 per invocation and query.
+  dispatchInPasses(rec, kernel, params, [qkv, lengths, out], groups, { passes, perPass, stateBytes: invocations * GQ * 8 });
 }

@@ -21,6 +21,8 @@
  * read back on llvmpipe, for several shapes.
  */
 import type { DecoderConfig } from '../formats/hf_config.ts';
+import type { Kernel } from '../gpu/pipelines.ts';
+import type { Binding, Recorder } from '../gpu/recorder.ts';
 
 /** Loop iterations (and exits) one llvmpipe shader invocation may run in all. */
 export const LLVMPIPE_LOOP_BUDGET = 65535;
@@ -92,6 +94,33 @@ export function attentionTilesPerPass(GC: number, hd4: number): number {
   const perTile = 1 + 2 * (hd4 + 1) + 4 * (GC + 1);
   const fixed = 4 * GC * (hd4 + 2) + 16;
   return Math.floor((LLVMPIPE_LOOP_PLAN - fixed) / perTile);
+}
+
+/** Dispatches needed for `tiles` key tiles at `perPass` tiles per dispatch (1 when they fit one). */
+export function passCount(tiles: number, perPass: number): number {
+  return tiles > perPass ? Math.ceil(tiles / perPass) : 1;
+}
+
+/**
+ * Records an attention kernel with a PASSES variant: one dispatch when `passes` is 1, else
+ * `passes` dispatches over tiles k·perPass .. (k + 1)·perPass - 1 (uniforms tileFrom / tileTo),
+ * with a step-scoped state buffer of `stateBytes` (each invocation's running max and sum
+ * between passes) bound after `bindings`. Used by attention.ts and encoder_attention.ts.
+ */
+export function dispatchInPasses(
+  rec: Recorder,
+  kernel: Kernel,
+  params: Readonly<Record<string, number>>,
+  bindings: readonly Binding[],
+  groups: readonly [number, number?, number?],
+  p: { passes: number; perPass: number; stateBytes: number },
+): void {
+  if (p.passes === 1) {
+    rec.dispatch(kernel, params, bindings, groups);
+    return;
+  }
+  const state = { buffer: rec.temp(p.stateBytes), size: p.stateBytes };
+  for (let k = 0; k < p.passes; k++) rec.dispatch(kernel, { ...params, tileFrom: k * p.perPass, tileTo: (k + 1) * p.perPass }, [...bindings, state], groups);
 }
 
 /**
