@@ -16,8 +16,7 @@ import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type Gen
 import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
-import { megakernelGC, megakernelModeFromEnv, megakernelSupport, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
-import { megakernelBudgetProblem } from '../ops/loop_budget.ts';
+import { megakernelEligibility, megakernelModeFromEnv, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
 import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
@@ -153,24 +152,30 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   // them whole; the generic path reads the same buffer through tensor offsets).
   const tuning = megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv());
   // (A model past llvmpipe's loop budget is still packed: its generic path reads the texture copy.)
-  const packable = (f32Weights: boolean): boolean =>
-    megakernelSupport(ctx, cfg, {
-      mode: megakernelModeFromEnv(),
-      kvDtype,
-      f32Weights,
-      weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
-      weightSource: tuning.weights,
-    }) === null;
+  const eligibility = (f32Weights: boolean): ReturnType<typeof megakernelEligibility> =>
+    megakernelEligibility(
+      ctx,
+      cfg,
+      {
+        mode: megakernelModeFromEnv(),
+        kvDtype,
+        f32Weights,
+        weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
+        weightSource: tuning.weights,
+      },
+      tuning,
+    );
   // `auto` over GGUF keeps the file's quantization, except where the megakernel would run the
-  // model (software adapters, small models: megakernelSupport, within llvmpipe's loop budget):
+  // model (software adapters, small models: megakernelEligibility, as LlamaModel decides it):
   // it reads f32 only, and decodes several times faster than the generic path over quantized
   // weights (stories260K Q8_0 on llvmpipe: ~1,090 vs 231 tok/s), so such weights are
   // dequantized at load: at most 64 MiB of f32 on SwiftShader, a few million parameters
   // within llvmpipe's budget. A reader asking for a dtype gets it.
   const requested = opts.dtype ?? 'auto';
-  const megakernelRuns = packable(true) && megakernelBudgetProblem(cfg, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(cfg) }, tuning.loopBudget) === null;
+  const asF32 = eligibility(true);
+  const megakernelRuns = asF32.support === null && asF32.budget === null;
   const dtype: WeightDType = requested === 'auto' && format === 'gguf' && megakernelRuns ? 'f32' : requested;
-  const pack = packable(dtype === 'f32' || (dtype === 'auto' && format === 'safetensors'));
+  const pack = eligibility(dtype === 'f32' || (dtype === 'auto' && format === 'safetensors')).support === null;
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;

@@ -46,7 +46,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WeftError } from '../errors.ts';
 import { checkKvTextureFormat, kvRowWords, type KvDtype } from './kv_write.ts';
-import { LLVMPIPE_LOOP_PLAN } from './loop_budget.ts';
+import { LLVMPIPE_LOOP_PLAN, megakernelBudgetProblem } from './loop_budget.ts';
 
 export type MegakernelMode = 'auto' | 'on' | 'off';
 export const MEGAKERNEL_MODES: readonly MegakernelMode[] = ['auto', 'on', 'off'];
@@ -227,6 +227,24 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
   if (MEGAKERNEL_MAX_WG > lim.maxComputeInvocationsPerWorkgroup) return 'workgroup size above the adapter limit';
   if (o.kvDtype !== 'f32' && o.kvDtype !== 'q8') return `KV dtype ${String(o.kvDtype)}`;
   return null;
+}
+
+/**
+ * Whether the megakernel runs a model: `support` (megakernelSupport) and, where the driver has a
+ * loop budget, `budget` (one sequence's step at position 0 within it: megakernelBudgetProblem;
+ * checked only for a supported model). Both null: it runs. Kept apart because a model past the
+ * budget still keeps the texture storage (weight and KV textures) for its generic path.
+ * The one decision behind both load.ts (GGUF `auto` dequantization) and LlamaModel.
+ */
+export function megakernelEligibility(
+  ctx: Pick<GpuContext, 'gpu' | 'variant'>,
+  cfg: DecoderConfig,
+  o: MegakernelSupportInput,
+  tuning: Pick<MegakernelTuning, 'wg' | 'octs' | 'loopBudget'>,
+): { support: string | null; budget: string | null } {
+  const support = megakernelSupport(ctx, cfg, o);
+  const budget = support === null ? megakernelBudgetProblem(cfg, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(cfg) }, tuning.loopBudget) : null;
+  return { support, budget };
 }
 
 /** Element offsets (f32, multiples of 64) of every weight in the packed buffer. */
@@ -451,11 +469,13 @@ function kvBinding(c: GPUBuffer | TextureBinding): TextureBinding | { buffer: GP
 export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): Promise<void> {
   const c = a.cfg;
   if (a.seqs === 0) return;
-  if (a.seqs > 65535) throw new Error(`decodeMegakernel: ${a.seqs} rows > 65535 workgroups`);
   const q8 = a.kvDtype === 'q8';
   const GC = megakernelGC(c);
   const smem = megakernelSmem(c);
   const MR = a.MR ?? megakernelRows(c, a.seqs, rec.ctx.gpu.limits.maxComputeWorkgroupStorageSize);
+  const groups = Math.ceil(a.seqs / MR); // one workgroup per MR rows
+  const maxGroups = rec.ctx.gpu.limits.maxComputeWorkgroupsPerDimension;
+  if (groups > maxGroups) throw new Error(`decodeMegakernel: ${a.seqs} rows in ${groups} workgroups of ${MR} > maxComputeWorkgroupsPerDimension ${maxGroups}`);
   if ((a.tuning.weights === 'texture') !== !!a.weightTexture) throw new Error('decodeMegakernel: tuning.weights and weightTexture disagree');
   const kvTex = 'view' in a.cacheK;
   if (kvTex !== 'view' in a.cacheV) throw new Error('decodeMegakernel: K and V must both be textures or both buffers');
@@ -535,6 +555,6 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       lDown: w.down,
     },
     [a.weightTexture ?? { buffer: w.buffer }, { buffer: a.input.buffer }, a.invFreq, kvBinding(a.cacheK), kvBinding(a.cacheV), out, ...(a.tuning.scratch === 'texture' ? [scratchOf(a)] : [])],
-    [Math.ceil(a.seqs / MR)],
+    [groups],
   );
 }

@@ -21,7 +21,7 @@ import { LlamaModel } from '../../core/models/llama/forward.ts';
 import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from '../../core/models/llama/weights.ts';
 import type { HostTensor } from '../../core/models/host_tensor.ts';
 import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
-import { megakernelGC, megakernelRows, megakernelTuning } from '../../core/ops/decode_megakernel.ts';
+import { megakernelEligibility, megakernelGC, megakernelRows, megakernelTuning } from '../../core/ops/decode_megakernel.ts';
 import { LLVMPIPE_LOOP_BUDGET, LLVMPIPE_LOOP_PLAN, megakernelLoopCount } from '../../core/ops/loop_budget.ts';
 import { gpuFor, randn, TEST_BACKENDS } from '../helpers/gpu.ts';
 
@@ -220,6 +220,12 @@ describe.each(TEST_BACKENDS)('megakernel loop guard on %s', (backend) => {
       // Past the plan: generic on llvmpipe only (no loop budget elsewhere).
       expect(model.decodePath(decodeStep(geo, 1, last + 16))).toBe(llvmpipe ? 'generic' : 'megakernel');
       expect(model.decodePath(decodeStep(geo, 2, 7500))).toBe(llvmpipe ? 'generic' : 'megakernel');
+      // The one eligibility decision load.ts (GGUF dequantization) and LlamaModel share: the
+      // budget is its own verdict, and only for a model the megakernel supports.
+      const input = { mode: 'on' as const, kvDtype: 'f32' as const, f32Weights: true, weightBytes: wideWeights.packed!.size, weightSource: t.weights };
+      expect(megakernelEligibility(ctx, wide, input, t)).toEqual({ support: null, budget: wideModel.megakernelOff });
+      expect(megakernelEligibility(ctx, wide, { ...input, f32Weights: false }, t)).toEqual({ support: 'weights are not f32', budget: null });
+      expect(megakernelEligibility(ctx, cfg, { ...input, weightBytes: weights.packed!.size }, t)).toEqual({ support: null, budget: null });
       if (llvmpipe) {
         expect(wideModel.megakernelOff).toMatch(/^one sequence's step runs ~\d+ loop iterations per invocation, over llvmpipe's budget \(60000 of 65535\)$/);
         expect(wideModel.decodePath(decodeStep(geo, 1, 0))).toBe('generic');

@@ -27,11 +27,11 @@ import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
 import {
   decodeMegakernel,
+  megakernelEligibility,
   megakernelGC,
   megakernelModeFromEnv,
   megakernelRows,
   megakernelScratchFloats,
-  megakernelSupport,
   megakernelTuning,
   megakernelWeights,
   megakernelWeightsFromEnv,
@@ -46,7 +46,7 @@ import {
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
-import { megakernelBudgetProblem, megakernelLoopCount } from '../../ops/loop_budget.ts';
+import { megakernelLoopCount } from '../../ops/loop_budget.ts';
 import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
@@ -192,20 +192,19 @@ export class LlamaModel {
     const mw = weights.packed ? megakernelWeights(weights) : 'weights are not packed into one f32 buffer';
     const mode = opts.decodeMegakernel ?? megakernelModeFromEnv();
     let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
-    let off =
-      megakernelSupport(ctx, c, {
-        mode,
-        kvDtype,
-        f32Weights: !!weights.packed,
-        weightBytes: weights.packed?.size ?? weights.bytes,
-        weightSource: tuning.weights,
-      }) ?? (typeof mw === 'string' ? mw : null);
+    const eligibility = megakernelEligibility(
+      ctx,
+      c,
+      { mode, kvDtype, f32Weights: !!weights.packed, weightBytes: weights.packed?.size ?? weights.bytes, weightSource: tuning.weights },
+      tuning,
+    );
+    let off = eligibility.support ?? (typeof mw === 'string' ? mw : null);
     const lim = ctx.gpu.limits;
     if (!off && c.layers * kvLayerBytes > Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize)) off = 'KV cache exceeds one storage binding';
     // Past llvmpipe's loop budget at one sequence no step takes the megakernel (the count only
     // grows with rows and position: withinLoopBudget refuses them all), but the generic path
     // keeps its texture storage (texture-weight matmuls, KV textures); no scratch is made.
-    const budgetOff = off === null ? megakernelBudgetProblem(c, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(c) }, tuning.loopBudget) : null;
+    const budgetOff = off === null ? eligibility.budget : null;
     this.megakernelOff = off ?? budgetOff;
     let texture: TextureBinding | null = null;
     if (off === null && typeof mw !== 'string' && tuning.weights === 'texture') {
