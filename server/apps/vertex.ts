@@ -26,7 +26,7 @@ type Env = Record<string, string | undefined>;
 
 const Instance = S.GenerationParams.extend({ text: z.string() });
 
-export const PredictBody = z.object({
+export const PredictBody = z.strictObject({
   instances: z.array(z.union([z.string(), Instance])).min(1).max(64).describe('Prompts: {text, ...generation params} or a bare string.'),
   parameters: S.GenerationParams.optional().describe('Generation params for every instance (an instance field wins).'),
 });

@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
+import { unknownFieldError } from './unknown_fields.ts';
 
 export interface RouteDoc {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -101,6 +102,10 @@ export async function parseBody<T extends z.ZodType>(c: Context, schema: T, maxB
   }
   const r = schema.safeParse(json);
   if (!r.success) {
+    // An unknown field is reported first whatever else is wrong: it is usually the cause (a
+    // misspelt name leaves the intended field missing or at its default).
+    const unknown = r.error.issues.find((i) => i.code === 'unrecognized_keys');
+    if (unknown) throw unknownFieldError(schema, unknown.path, unknown.keys);
     const issue = r.error.issues[0]!;
     const field = issue.path.join('.') || '(body)';
     throw new InvalidRequestError('invalid_request', `${field}: ${issue.message}`, { field, issues: r.error.issues.slice(0, 5).map((i) => ({ path: i.path.join('.'), message: i.message })) });

@@ -10,7 +10,7 @@ export const MAX_ENCODER_INPUTS = 2048;
 
 const group = z.string().min(1).max(64).optional().describe('Reader group to serve the request (default "primary"); it must hold encoder readers of the right type.');
 
-export const EmbedBody = z.object({
+export const EmbedBody = z.strictObject({
   text: z.union([z.string(), z.array(z.string()).min(1).max(MAX_ENCODER_INPUTS)]).describe('A text, or a list of texts (batched with concurrent requests).'),
   consumer_group: group,
   normalize: z.boolean().optional().describe("true: L2-normalize; false: skip the model's Normalize module; absent: the model's own pipeline."),
@@ -25,7 +25,7 @@ export const EmbedResponse = z.object({
 
 const Pair = z.tuple([z.string(), z.string()]);
 
-export const ClassifyBody = z.object({
+export const ClassifyBody = z.strictObject({
   text: z
     .union([z.string(), z.array(z.union([z.string(), Pair])).min(1).max(MAX_ENCODER_INPUTS)])
     .describe('A text, or a list of texts and [text, text] pairs (pairs for cross-encoders).'),
@@ -40,7 +40,7 @@ export const Classification = z.object({
 
 export const ClassifyResponse = z.object({ result: z.array(Classification).describe('One entry per input, in input order.') });
 
-export const RerankBody = z.object({
+export const RerankBody = z.strictObject({
   query: z.string(),
   documents: z.array(z.string()).min(1).max(MAX_ENCODER_INPUTS),
   consumer_group: group,

@@ -6,7 +6,9 @@ import { z } from 'zod';
 
 const int = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max);
 
-export const GenerationParams = z.object({
+// Strict (every body below): an unknown field is `400 unknown_field` (server/http/unknown_fields.ts),
+// never silently dropped.
+export const GenerationParams = z.strictObject({
   consumer_group: z.string().min(1).max(64).optional().describe('Reader group to serve the request (default "primary").'),
   sampling_temperature: z.number().min(0).max(100).optional().describe('0 = greedy. Default 0 (greedy).'),
   sampling_topp: z.number().gt(0).max(1).optional(),
@@ -44,13 +46,13 @@ export const GenerateResponse = z.object({
   usage: z.union([Usage, z.array(Usage)]),
 });
 
-export const TokenizeBody = z.object({ text: z.string(), add_special_tokens: z.boolean().optional() });
+export const TokenizeBody = z.strictObject({ text: z.string(), add_special_tokens: z.boolean().optional() });
 export const TokenizeResponse = z.object({ tokens: z.array(z.number()), token_strings: z.array(z.string()) });
-export const DetokenizeBody = z.object({ tokens: z.array(z.number().int()).max(1 << 20), skip_special_tokens: z.boolean().optional() });
+export const DetokenizeBody = z.strictObject({ tokens: z.array(z.number().int()).max(1 << 20), skip_special_tokens: z.boolean().optional() });
 export const DetokenizeResponse = z.object({ text: z.string() });
 
 export const ChatMessage = z.object({ role: z.string().min(1), content: z.union([z.string(), z.null(), z.array(z.unknown())]) }).passthrough();
-export const ChatTemplateBody = z.object({
+export const ChatTemplateBody = z.strictObject({
   messages: z.array(ChatMessage).min(1),
   add_generation_prompt: z.boolean().optional(),
   tools: z.array(z.unknown()).optional(),

@@ -90,7 +90,8 @@ describe('SageMaker-style app', () => {
 
   it.each([
     ['no key', '/invocations', { text: 'a' }, {}, 401, 'unauthorized'],
-    ['bad body', '/invocations', { prompt: 'a' }, auth, 400, 'invalid_request'],
+    ['bad body', '/invocations', {}, auth, 400, 'invalid_request'],
+    ['another API\'s field name', '/invocations', { prompt: 'a' }, auth, 400, 'unknown_field'],
     ['malformed JSON', '/invocations', '{"text":', auth, 400, 'invalid_json'],
     ['stream of a list', '/invocations?stream=true', { text: ['a', 'b'] }, auth, 400, 'invalid_request'],
     ['unknown group', '/invocations', { text: 'a', consumer_group: 'nope' }, auth, 404, 'consumer_group_not_found'],
@@ -140,6 +141,8 @@ describe('Vertex-style app', () => {
     ['no key', { instances: ['a'] }, {}, 401, 'unauthorized'],
     ['no instances', { instances: [] }, auth, 400, 'invalid_request'],
     ['bad parameter', { instances: ['a'], parameters: { max_new_tokens: 0 } }, auth, 400, 'invalid_request'],
+    ['unknown instance field', { instances: ['a', { text: 'b', temperature: 0.5 }] }, auth, 400, 'unknown_field'],
+    ['unknown parameter', { instances: ['a'], parameters: { max_tokens: 3 } }, auth, 400, 'unknown_field'],
   ])('rejects %s with a typed JSON error', async (_n, body, headers, status, code) => {
     const res = await vx(AIP.AIP_PREDICT_ROUTE, post(body, headers as Record<string, string>));
     expect(res.status).toBe(status);

@@ -118,6 +118,9 @@ describe('inference app', () => {
     ['both constraints', '/generate', { text: 'a', json_schema: {}, regex_string: 'a' }, 400, 'conflicting_constraints'],
     ['unknown backend', '/generate', { text: 'a', constrained_decoding_backend: 'magic' }, 400, 'invalid_constrained_decoding_backend'],
     ['stream of a list', '/generate_stream', { text: ['a', 'b'] }, 400, 'invalid_request'],
+    ['an unknown field', '/generate', { text: 'a', regexp: '[0-9]+' }, 400, 'unknown_field'],
+    ['an unknown stream field', '/generate_stream', { text: 'a', temprature: 0.5 }, 400, 'unknown_field'],
+    ['an unknown tokenize field', '/tokenize/primary-0', { text: 'a', add_bos: true }, 400, 'unknown_field'],
     ['unknown reader', '/tokenize/nope', { text: 'a' }, 404, 'reader_not_found'],
     ['token outside vocab', '/detokenize/primary-0', { tokens: [1, 99999] }, 400, 'invalid_token'],
     ['no chat template', '/chat_template/primary-0', { messages: [{ role: 'user', content: 'hi' }] }, 400, 'chat_template_error'],
@@ -127,6 +130,29 @@ describe('inference app', () => {
     const j = (await res.json()) as { error: { code: string; message: string } };
     expect(j.error.code).toBe(code);
     expect(j.error.message.length).toBeGreaterThan(5);
+  });
+
+  it('names unknown fields and what they probably meant, instead of dropping them', async () => {
+    const err = async (path: string, body: unknown): Promise<{ status: number; error: { code: string; message: string; details: Record<string, unknown> } }> => {
+      const res = await inf(path, post(body));
+      return { status: res.status, ...((await res.json()) as { error: { code: string; message: string; details: Record<string, unknown> } }) };
+    };
+    // Another API's name for a constraint: before, the request ran unconstrained.
+    const re = await err('/generate', { text: 'Phone:', max_new_tokens: 8, regex: '[0-9]{3}' });
+    expect(re.status).toBe(400);
+    expect(re.error).toEqual({
+      code: 'unknown_field',
+      message: 'unknown field "regex" (did you mean "regex_string"?)',
+      details: { field: 'regex', fields: ['regex'], suggestions: { regex: 'regex_string' } },
+    });
+    // Several at once, a near miss and one with no suggestion; reported even with the prompt missing.
+    const two = await err('/generate', { max_new_tokns: 4, colour: 'red' });
+    expect(two.error.code).toBe('unknown_field');
+    expect(two.error.details).toEqual({ field: 'max_new_tokns', fields: ['max_new_tokns', 'colour'], suggestions: { max_new_tokns: 'max_new_tokens' } });
+    expect(two.error.message).toBe('unknown fields "max_new_tokns" (did you mean "max_new_tokens"?), "colour"');
+    // The fix works as suggested: regex_string constrains the output.
+    const ok = (await (await inf('/generate', post({ text: 'Phone:', max_new_tokens: 8, regex_string: '[0-9]{3}' }))).json()) as { text: string };
+    expect(ok.text).toMatch(/^[0-9]{3}$/);
   });
 
   it('keeps serving after bad input, and 404s unknown routes as JSON', async () => {
@@ -190,7 +216,7 @@ describe('management app', () => {
       return { status: r.status, code: ((await r.json()) as { error: { code: string } }).error.code };
     };
     expect(await bad({ dtype: 'int3' })).toEqual({ status: 400, code: 'invalid_request' });
-    expect(await bad({ unknown_field: 1 })).toEqual({ status: 400, code: 'invalid_request' });
+    expect(await bad({ unknown_field: 1 })).toEqual({ status: 400, code: 'unknown_field' });
     expect(await bad({ reader_id: 'primary-0' })).toEqual({ status: 400, code: 'duplicate_reader_id' });
   });
 
