@@ -156,6 +156,26 @@ async function tryNode(backend: 'native' | 'swiftshader' | 'opengles', pref?: GP
   return { instance: gpu, adapter, backend, featureLevel: 'core' };
 }
 
+let hardware: Promise<boolean> | undefined;
+let hardwareProbe: Found | null = null; // kept referenced: see Found.instance
+
+/**
+ * True when Dawn (Node, Deno's npm support) sees a hardware GPU adapter, i.e. what `auto`
+ * would take first. Probed once per thread; false where Dawn is absent or fails to start.
+ */
+export function hasHardwareAdapter(): Promise<boolean> {
+  hardware ??= (async () => {
+    if (!hasDawn()) return false;
+    try {
+      hardwareProbe = await tryNode('native');
+      return hardwareProbe !== null;
+    } catch {
+      return false;
+    }
+  })();
+  return hardware;
+}
+
 async function tryNavigator(pref?: GPUPowerPreference): Promise<Found | null> {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   if (!nav?.gpu) return null;
