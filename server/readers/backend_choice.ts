@@ -1,6 +1,6 @@
 /**
  * What `auto` means for a decoder reader on Node. Dawn's own order is: a hardware GPU, else
- * SwiftShader (Vulkan), else OpenGL ES. On a CPU-only host a decoder runs 3-5x faster on
+ * SwiftShader (Vulkan), else OpenGL ES. On a CPU-only host a decoder runs ~3x faster on
  * OpenGL ES (Mesa llvmpipe: the decode megakernel reads weights and KV through textures;
  * docs/benchmarks.md), so a decoder reader whose weights fit llvmpipe's limits takes it.
  * Larger models keep SwiftShader: llvmpipe binds at most 128 MiB per storage buffer (SwiftShader
