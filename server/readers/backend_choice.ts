@@ -10,11 +10,12 @@ import type { ModelSource } from '../../core/formats/source.ts';
 import { hasHardwareAdapter } from '../../core/gpu/device.ts';
 
 /**
- * Weight bytes on disk up to which `auto` puts a decoder on OpenGL ES on a CPU-only host: half
- * of llvmpipe's 128 MiB storage binding, leaving room for f16 weights loaded as f32 and for the
- * packed buffer's alignment. (stories260K: 1 MiB; the 24M bench model: 92 MiB, stays on SwiftShader.)
+ * Weight bytes on disk up to which `auto` puts a decoder on OpenGL ES on a CPU-only host. f16 /
+ * bf16 files double when the megakernel packs them as f32, so 32 MiB on disk keeps the packed
+ * buffer within 64 MiB: half of llvmpipe's 128 MiB storage binding. (stories260K: 1 MiB; the 24M
+ * bench model, 92 MiB of f32, stays on SwiftShader unless asked.)
  */
-export const AUTO_OPENGLES_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
+export const AUTO_OPENGLES_MAX_WEIGHT_BYTES = 32 * 2 ** 20;
 
 const WEIGHT_FILE = /\.(safetensors|gguf|bin)$/i;
 

@@ -26,6 +26,12 @@ import type { ReaderSpec } from './spec.ts';
 export interface ReaderInit {
   readerId: string;
   spec: ReaderSpec;
+  /**
+   * This reader may resolve `auto` to OpenGL ES (backend_choice.ts). The manager grants it to one
+   * in-process reader at a time (gl_slot.ts): OpenGL ES devices of several worker threads in one
+   * process have crashed it at teardown. A reader process of its own (`weft reader`) always may.
+   */
+  autoOpenGles?: boolean;
 }
 
 /** GPU memory budget that `X%` page-cache sizes refer to (WebGPU exposes no memory size). */
@@ -56,14 +62,14 @@ async function openContext(chosen: string | undefined, requested: string | undef
  * `onContext` receives it as soon as it exists (so its owner can release it on shutdown).
  */
 export async function openReader(
-  { readerId, spec }: ReaderInit,
+  { readerId, spec, autoOpenGles }: ReaderInit,
   backend: string | undefined = spec.backend,
   opts: { probe?: boolean; onContext?: (ctx: GpuContext) => void } = {},
 ): Promise<LocalReader | LocalEncoderReader> {
   // The model is opened before the device: a decoder's `auto` depends on its size (backend_choice.ts).
   const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
   const type = await readerTypeOf(ms, spec.type);
-  const chosen = type === 'generate' ? await decoderBackend(backend, ms) : backend;
+  const chosen = type === 'generate' && autoOpenGles ? await decoderBackend(backend, ms) : backend;
   const ctx = await openContext(chosen, backend);
   opts.onContext?.(ctx);
   try {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasHardwareAdapter } from '../../core/gpu/device.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { AUTO_OPENGLES_MAX_WEIGHT_BYTES, decoderBackend, weightBytes } from '../../server/readers/backend_choice.ts';
+import { glSlotHolder } from '../../server/readers/gl_slot.ts';
 import { post, startTestService, type TestService } from './helpers.ts';
 
 const MODEL = join(__dirname, '../../models/stories260K');
@@ -64,4 +65,25 @@ describe('a server on auto', () => {
     const res = (await (await t.apps.inference.request('/generate', post({ text: 'Once upon a time', max_new_tokens: 12 }))).json()) as { text: string };
     expect(res.text).toBe(', there was a little girl named Lily. She');
   });
+
+  it('gives OpenGL ES to one auto reader of the process at a time', async () => {
+    const mgmt = (path: string, init?: RequestInit): Promise<Response> => Promise.resolve(t.apps.management.request(path, init));
+    const put = (id: string): Promise<Response> => mgmt('/models', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ consumer_group: id, reader_id: id }) });
+    const backendOf = async (id: string): Promise<string> => {
+      await t.svc.readers.get(id).waitSettled(60_000);
+      return ((await (await mgmt(`/reader/${id}`)).json()) as { backend: string }).backend;
+    };
+    expect(glSlotHolder()).toBe('primary-0');
+    // While the default decoder holds it, a second small decoder on auto takes SwiftShader ...
+    expect((await put('second')).status).toBe(201);
+    expect(await backendOf('second')).toBe('swiftshader');
+    // ... and once it is deleted, the next one gets OpenGL ES.
+    expect((await mgmt('/reader/primary-0', { method: 'DELETE' })).status).toBe(200);
+    expect(glSlotHolder()).toBeNull();
+    expect((await put('third')).status).toBe(201);
+    expect(await backendOf('third')).toBe('opengles');
+    expect(glSlotHolder()).toBe('third');
+    const res = (await (await t.apps.inference.request('/generate', post({ text: 'Once upon a time', max_new_tokens: 12, consumer_group: 'third' }))).json()) as { text: string };
+    expect(res.text).toBe(', there was a little girl named Lily. She');
+  }, 120_000);
 });
