@@ -32,11 +32,16 @@ export async function weightBytes(ms: ModelSource): Promise<number | null> {
  * `auto` request on a host without a hardware GPU when the weights are within
  * AUTO_OPENGLES_MAX_WEIGHT_BYTES; else undefined (Dawn's `auto`, or WEFT_GPU_BACKEND when set).
  */
-export async function decoderBackend(requested: string | undefined, ms: ModelSource, env: Record<string, string | undefined> = process.env): Promise<string | undefined> {
+export async function decoderBackend(
+  requested: string | undefined,
+  ms: ModelSource,
+  env: Record<string, string | undefined> = process.env,
+  hardware: () => Promise<boolean> = hasHardwareAdapter,
+): Promise<string | undefined> {
   if (requested && requested !== 'auto') return requested;
   const forced = env.WEFT_GPU_BACKEND;
   if (forced && forced !== 'auto') return undefined;
-  if (await hasHardwareAdapter()) return undefined;
+  if (await hardware()) return undefined;
   const bytes = await weightBytes(ms).catch(() => null);
   return bytes !== null && bytes > 0 && bytes <= AUTO_OPENGLES_MAX_WEIGHT_BYTES ? 'opengles' : undefined;
 }

@@ -7,7 +7,6 @@ import { mkdtempSync, rmSync, truncateSync, writeFileSync, copyFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hasHardwareAdapter } from '../../core/gpu/device.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { AUTO_OPENGLES_MAX_WEIGHT_BYTES, decoderBackend, weightBytes } from '../../server/readers/backend_choice.ts';
 import { glSlotHolder } from '../../server/readers/gl_slot.ts';
@@ -33,19 +32,23 @@ describe('auto backend of decoder readers', () => {
   });
 
   it('takes OpenGL ES for a small model on a CPU-only host, and leaves other requests alone', async () => {
-    expect(await hasHardwareAdapter()).toBe(false);
+    // (The hardware probe is passed in: a Dawn instance probed on this test's main thread would
+    // outlive the server's reader threads; the server's own probes run in its reader workers.)
+    const cpuOnly = async (): Promise<boolean> => false;
     const small = dirSource(MODEL);
-    expect(await decoderBackend(undefined, small, {})).toBe('opengles');
-    expect(await decoderBackend('auto', small, {})).toBe('opengles');
-    expect(await decoderBackend('auto', small, { WEFT_GPU_BACKEND: 'auto' })).toBe('opengles');
+    expect(await decoderBackend(undefined, small, {}, cpuOnly)).toBe('opengles');
+    expect(await decoderBackend('auto', small, {}, cpuOnly)).toBe('opengles');
+    expect(await decoderBackend('auto', small, { WEFT_GPU_BACKEND: 'auto' }, cpuOnly)).toBe('opengles');
+    // A hardware GPU: Dawn's order (it comes first there).
+    expect(await decoderBackend('auto', small, {}, async () => true)).toBeUndefined();
     // A named backend, or one forced process-wide, wins.
-    expect(await decoderBackend('swiftshader', small, {})).toBe('swiftshader');
-    expect(await decoderBackend(undefined, small, { WEFT_GPU_BACKEND: 'swiftshader' })).toBeUndefined();
+    expect(await decoderBackend('swiftshader', small, {}, cpuOnly)).toBe('swiftshader');
+    expect(await decoderBackend(undefined, small, { WEFT_GPU_BACKEND: 'swiftshader' }, cpuOnly)).toBeUndefined();
     // Past the bound (llvmpipe binds at most 128 MiB per buffer): Dawn's order, i.e. SwiftShader.
-    expect(await decoderBackend('auto', dirSource(big), {})).toBeUndefined();
+    expect(await decoderBackend('auto', dirSource(big), {}, cpuOnly)).toBeUndefined();
     // A source that cannot list its files: Dawn's order.
     const { list: _drop, ...unlisted } = small;
-    expect(await decoderBackend('auto', unlisted, {})).toBeUndefined();
+    expect(await decoderBackend('auto', unlisted, {}, cpuOnly)).toBeUndefined();
   });
 });
 
