@@ -160,7 +160,7 @@ async function reader(argv: string[]): Promise<number> {
   if (token === null && !/^(127\.|localhost$|::1$)/.test(addr.host)) log('listening without a token on a non-loopback address: any client can attach', {}, 'warn');
   prepareGpuEnv();
   const readerId = values['reader-id'] ?? `reader@${hostname()}`;
-  const api = await openReader({ readerId, spec, autoOpenGles: true }, spec.backend, { probe: true }); // its own process: one device
+  const api = await openReader({ readerId, spec }, spec.backend, { probe: true });
   const srv = await listenRemoteReader(api, { host: addr.host, port: addr.port, token, log: (m, f) => log(m, f) });
   const info = api.info();
   process.stdout.write(`${JSON.stringify({ listening: { host: srv.host, port: srv.port }, reader_id: info.readerId, model: info.model, device: info.device, backend: info.backend })}\n`);

@@ -137,54 +137,23 @@ function looksCpu(a: GPUAdapter): boolean {
   );
 }
 
-/**
- * Dawn instances (and their adapters) a probe looked at and did not use. They stay referenced for
- * the life of the thread, as Found.instance explains for used ones (dawn.node frees an
- * instance's callback queue when the object is collected). One entry per failed probe.
- */
-const retired: unknown[] = [];
-
 async function tryNode(backend: 'native' | 'swiftshader' | 'opengles', pref?: GPUPowerPreference): Promise<Found | null> {
   const m = await loadDawn();
-  const unused = (gpu: GPU, adapter: GPUAdapter | null): null => {
-    retired.push(gpu, adapter);
-    return null;
-  };
   if (backend === 'opengles') {
     const gpu = m.create(['backend=opengles']);
     const adapter = await gpu.requestAdapter({ featureLevel: 'compatibility', powerPreference: pref });
-    return adapter ? { instance: gpu, adapter, backend, featureLevel: 'compatibility' } : unused(gpu, adapter);
+    return adapter ? { instance: gpu, adapter, backend, featureLevel: 'compatibility' } : null;
   }
   if (backend === 'swiftshader') {
     // SwiftShader is Vulkan's CPU ("fallback") adapter; prepareGpuEnv added its ICD.
     const gpu = m.create(['backend=vulkan']);
     const adapter = await gpu.requestAdapter({ powerPreference: pref, forceFallbackAdapter: true });
-    return adapter ? { instance: gpu, adapter, backend, featureLevel: 'core' } : unused(gpu, adapter);
+    return adapter ? { instance: gpu, adapter, backend, featureLevel: 'core' } : null;
   }
   const gpu = m.create([]);
   const adapter = await gpu.requestAdapter({ powerPreference: pref ?? 'high-performance' });
-  if (!adapter || looksCpu(adapter)) return unused(gpu, adapter);
+  if (!adapter || looksCpu(adapter)) return null;
   return { instance: gpu, adapter, backend, featureLevel: 'core' };
-}
-
-let hardware: Promise<boolean> | undefined;
-let hardwareProbe: Found | null = null; // kept referenced: see Found.instance
-
-/**
- * True when Dawn (Node, Deno's npm support) sees a hardware GPU adapter, i.e. what `auto`
- * would take first. Probed once per thread; false where Dawn is absent or fails to start.
- */
-export function hasHardwareAdapter(): Promise<boolean> {
-  hardware ??= (async () => {
-    if (!hasDawn()) return false;
-    try {
-      hardwareProbe = await tryNode('native');
-      return hardwareProbe !== null;
-    } catch {
-      return false;
-    }
-  })();
-  return hardware;
 }
 
 async function tryNavigator(pref?: GPUPowerPreference): Promise<Found | null> {

