@@ -10,7 +10,7 @@ import type { z } from 'zod';
 import { InvalidRequestError } from '../../core/errors.ts';
 
 /** Other APIs' names (OpenAI, TGI, vLLM) for fields the native routes spell differently. */
-const ALIASES: Readonly<Record<string, readonly string[]>> = {
+const ALIASES: ReadonlyMap<string, readonly string[]> = new Map(Object.entries({
   regex: ['regex_string'],
   guided_regex: ['regex_string'],
   pattern: ['regex_string'],
@@ -29,7 +29,7 @@ const ALIASES: Readonly<Record<string, readonly string[]>> = {
   input: ['text'],
   model: ['consumer_group'],
   group: ['consumer_group'],
-};
+}));
 
 /** Levenshtein distance, early exit past `max` (names are short: a few dozen characters). */
 function distance(a: string, b: string, max: number): number {
@@ -52,7 +52,8 @@ function distance(a: string, b: string, max: number): number {
 /** The field `name` probably meant, among `known` (null when nothing is close). */
 export function suggestField(name: string, known: ReadonlySet<string>): string | null {
   const lower = name.toLowerCase();
-  for (const k of ALIASES[lower] ?? []) if (known.has(k)) return k;
+  // (A Map, not an object lookup: a client's field may be named "constructor" or "__proto__".)
+  for (const k of ALIASES.get(lower) ?? []) if (known.has(k)) return k;
   let best: string | null = null;
   let bestD = 3; // at most 2 edits, and fewer than half the name
   for (const k of known) {
@@ -87,7 +88,7 @@ export function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): Set<str
     }
     const step = path[i];
     if (d.type === 'array' && d.element && typeof step === 'number') return walk(d.element, i + 1);
-    if (d.type === 'object' && d.shape && typeof step === 'string' && d.shape[step]) return walk(d.shape[step], i + 1);
+    if (d.type === 'object' && d.shape && typeof step === 'string' && Object.hasOwn(d.shape, step)) return walk(d.shape[step]!, i + 1);
   };
   walk(schema, 0);
   return out;

@@ -121,6 +121,7 @@ describe('inference app', () => {
     ['an unknown field', '/generate', { text: 'a', regexp: '[0-9]+' }, 400, 'unknown_field'],
     ['an unknown stream field', '/generate_stream', { text: 'a', temprature: 0.5 }, 400, 'unknown_field'],
     ['an unknown tokenize field', '/tokenize/primary-0', { text: 'a', add_bos: true }, 400, 'unknown_field'],
+    ['a field named like an Object member', '/generate', '{"text": "a", "constructor": 1, "__proto__": 2}', 400, 'unknown_field'],
     ['unknown reader', '/tokenize/nope', { text: 'a' }, 404, 'reader_not_found'],
     ['token outside vocab', '/detokenize/primary-0', { tokens: [1, 99999] }, 400, 'invalid_token'],
     ['no chat template', '/chat_template/primary-0', { messages: [{ role: 'user', content: 'hi' }] }, 400, 'chat_template_error'],

@@ -34,6 +34,10 @@ describe('unknown request fields', () => {
     expect(suggestField('xy', gen)).toBeNull();
     // An alias whose target the schema does not have is not suggested.
     expect(suggestField('regex', new Set(['text']))).toBeNull();
+    // Names of Object.prototype members are plain unknown names.
+    expect(suggestField('constructor', gen)).toBeNull();
+    expect(suggestField('__proto__', gen)).toBeNull();
+    expect(suggestField('toString', gen)).toBeNull();
   });
 
   it('reports nested unknown fields with their path', () => {
@@ -43,6 +47,11 @@ describe('unknown request fields', () => {
     const e = unknownFieldError(PredictBody, issue.path, (issue as { keys: string[] }).keys);
     expect(e.code).toBe('unknown_field');
     expect(e.details).toEqual({ field: 'instances.1.temp', fields: ['instances.1.temp'] });
+    // A key named like an Object.prototype member, parsed from JSON as an own property.
+    const proto = GenerateBody.safeParse(JSON.parse('{"text": "a", "__proto__": 1, "constructor": 2}'));
+    const pi = proto.error!.issues.find((i) => i.code === 'unrecognized_keys')!;
+    expect(unknownFieldError(GenerateBody, pi.path, (pi as { keys: string[] }).keys).details).toEqual({ field: '__proto__', fields: ['__proto__', 'constructor'] });
+    expect(keysAt(PredictBody, ['constructor']).size).toBe(0);
     const p = unknownFieldError(PredictBody, ['parameters'], ['max_tokens']);
     expect(p.message).toBe('unknown field "parameters.max_tokens" (did you mean "parameters.max_new_tokens"?)');
   });
