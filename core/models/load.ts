@@ -161,7 +161,6 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
         kvDtype,
         f32Weights,
         weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
-        weightSource: tuning.weights,
       },
       tuning,
     );

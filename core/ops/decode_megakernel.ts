@@ -230,19 +230,20 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
 }
 
 /**
- * Whether the megakernel runs a model: `support` (megakernelSupport) and, where the driver has a
- * loop budget, `budget` (one sequence's step at position 0 within it: megakernelBudgetProblem;
- * checked only for a supported model). Both null: it runs. Kept apart because a model past the
+ * Whether the megakernel runs a model with `tuning` (whose weight source sets `auto`'s size
+ * bound): `support` (megakernelSupport) and, where the driver has a loop budget, `budget` (one
+ * sequence's step at position 0 within it: megakernelBudgetProblem; checked only for a
+ * supported model). Both null: it runs. Kept apart because a model past the
  * budget still keeps the texture storage (weight and KV textures) for its generic path.
  * The one decision behind both load.ts (GGUF `auto` dequantization) and LlamaModel.
  */
 export function megakernelEligibility(
   ctx: Pick<GpuContext, 'gpu' | 'variant'>,
   cfg: DecoderConfig,
-  o: MegakernelSupportInput,
-  tuning: Pick<MegakernelTuning, 'wg' | 'octs' | 'loopBudget'>,
+  o: Omit<MegakernelSupportInput, 'weightSource'>,
+  tuning: Pick<MegakernelTuning, 'weights' | 'wg' | 'octs' | 'loopBudget'>,
 ): { support: string | null; budget: string | null } {
-  const support = megakernelSupport(ctx, cfg, o);
+  const support = megakernelSupport(ctx, cfg, { ...o, weightSource: tuning.weights });
   const budget = support === null ? megakernelBudgetProblem(cfg, { WG: tuning.wg, NO: tuning.octs, GC: megakernelGC(cfg) }, tuning.loopBudget) : null;
   return { support, budget };
 }

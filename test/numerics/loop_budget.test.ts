@@ -222,7 +222,7 @@ describe.each(TEST_BACKENDS)('megakernel loop guard on %s', (backend) => {
       expect(model.decodePath(decodeStep(geo, 2, 7500))).toBe(llvmpipe ? 'generic' : 'megakernel');
       // The one eligibility decision load.ts (GGUF dequantization) and LlamaModel share: the
       // budget is its own verdict, and only for a model the megakernel supports.
-      const input = { mode: 'on' as const, kvDtype: 'f32' as const, f32Weights: true, weightBytes: wideWeights.packed!.size, weightSource: t.weights };
+      const input = { mode: 'on' as const, kvDtype: 'f32' as const, f32Weights: true, weightBytes: wideWeights.packed!.size };
       expect(megakernelEligibility(ctx, wide, input, t)).toEqual({ support: null, budget: wideModel.megakernelOff });
       expect(megakernelEligibility(ctx, wide, { ...input, f32Weights: false }, t)).toEqual({ support: 'weights are not f32', budget: null });
       expect(megakernelEligibility(ctx, cfg, { ...input, weightBytes: weights.packed!.size }, t)).toEqual({ support: null, budget: null });

@@ -195,7 +195,7 @@ export class LlamaModel {
     const eligibility = megakernelEligibility(
       ctx,
       c,
-      { mode, kvDtype, f32Weights: !!weights.packed, weightBytes: weights.packed?.size ?? weights.bytes, weightSource: tuning.weights },
+      { mode, kvDtype, f32Weights: !!weights.packed, weightBytes: weights.packed?.size ?? weights.bytes },
       tuning,
     );
     let off = eligibility.support ?? (typeof mw === 'string' ? mw : null);
