@@ -10,11 +10,12 @@
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { InvalidRequestError } from '../../core/errors.ts';
-import { ApiSpec, parseBody } from '../http/api_spec.ts';
+import { ApiSpec, readJsonBody, validateBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 import { toGenerateRequest } from './inference.ts';
+import { isTgiBody, TgiBody, tgiDetails, tgiFraming, TgiResponse, tgiToNative, type TgiBodyT } from './tgi.ts';
 
 const Ping = z.object({ status: z.enum(['ok', 'loading']) });
 
@@ -31,6 +32,25 @@ async function streamGeneration(c: Context, svc: Service, body: z.output<typeof 
   return sseGeneration(c, svc, body.consumer_group, { ...req, id: svc.newRequestId() }, TAKEOFF_FRAMING);
 }
 
+/** A TGI-shaped invocation (server/apps/tgi.ts), served on the default consumer group. */
+async function tgiInvocation(c: Context, svc: Service, body: TgiBodyT): Promise<Response> {
+  const params = tgiToNative(body.parameters);
+  const prefix = (prompt: string): string => (body.parameters?.return_full_text ? prompt : '');
+  const details = body.parameters?.details === true;
+  const seed = body.parameters?.seed;
+  if (body.stream === true || wantsStream(c)) {
+    if (typeof body.inputs !== 'string') throw new InvalidRequestError('invalid_request', 'inputs: a stream takes a single prompt string', { field: 'inputs' });
+    const req = toGenerateRequest(params, body.inputs, svc.config.maxPromptStringBytes);
+    return sseGeneration(c, svc, undefined, { ...req, id: svc.newRequestId() }, tgiFraming(prefix(body.inputs), seed, details));
+  }
+  const prompts = typeof body.inputs === 'string' ? [body.inputs] : body.inputs;
+  const reqs = prompts.map((t) => toGenerateRequest(params, t, svc.config.maxPromptStringBytes));
+  const ids = reqs.map(() => svc.newRequestId());
+  c.header('x-request-id', ids.join(','));
+  const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(undefined, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  return c.json(ds.map((d, i) => ({ generated_text: prefix(prompts[i]!) + d.text, ...(details ? { details: tgiDetails(d, seed) } : {}) })));
+}
+
 export function sagemakerApp(svc: Service): { app: Hono; spec: ApiSpec } {
   const app = new Hono();
   const spec = new ApiSpec('Weft SageMaker-style API', 'The SageMaker inference-container contract: /ping and /invocations.', svc.version);
@@ -42,13 +62,17 @@ export function sagemakerApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({
     method: 'post',
     path: '/invocations',
-    summary: 'The /generate body; JSON like /generate, or SSE like /generate_stream with Accept: text/event-stream or ?stream=true',
-    body: S.GenerateBody,
-    response: S.GenerateResponse,
+    summary:
+      'The /generate body: JSON like /generate, or SSE like /generate_stream with Accept: text/event-stream or ?stream=true. ' +
+      'Or Hugging Face TGI\'s body {inputs, parameters, stream}: [{generated_text, details?}], or TGI\'s token events with stream: true',
+    body: z.union([S.GenerateBody, TgiBody]),
+    response: z.union([S.GenerateResponse, TgiResponse]),
     query: { stream: 'true or 1: stream server-sent events (same as Accept: text/event-stream)' },
   });
   app.post('/invocations', async (c) => {
-    const body = await parseBody(c, S.GenerateBody, maxBody);
+    const json = await readJsonBody(c, maxBody);
+    if (isTgiBody(json)) return tgiInvocation(c, svc, validateBody(TgiBody, json));
+    const body = validateBody(S.GenerateBody, json);
     if (wantsStream(c)) return streamGeneration(c, svc, body);
     const prompts = typeof body.text === 'string' ? [body.text] : body.text;
     const reqs = prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes));

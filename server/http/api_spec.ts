@@ -90,16 +90,24 @@ function docsPage(title: string): string {
 
 /** Reads and validates a JSON body against `schema`. */
 export async function parseBody<T extends z.ZodType>(c: Context, schema: T, maxBytes: number): Promise<z.output<T>> {
+  return validateBody(schema, await readJsonBody(c, maxBytes));
+}
+
+/** The request body parsed as JSON, within `maxBytes` (for routes that pick their schema from the body). */
+export async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
   const len = Number(c.req.header('content-length') ?? '0');
   if (len > maxBytes) throw new PayloadTooLargeError('body_too_large', `request body of ${len} bytes exceeds the ${maxBytes}-byte limit`, { limit: maxBytes });
   const text = await c.req.text();
   if (text.length > maxBytes) throw new PayloadTooLargeError('body_too_large', `request body exceeds the ${maxBytes}-byte limit`, { limit: maxBytes });
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text);
   } catch (e) {
     throw new InvalidRequestError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`);
   }
+}
+
+/** `json` checked against `schema`: `400 unknown_field` first, else `400 invalid_request` naming the first bad field. */
+export function validateBody<T extends z.ZodType>(schema: T, json: unknown): z.output<T> {
   const r = schema.safeParse(json);
   if (!r.success) {
     // An unknown field is reported first whatever else is wrong: it is usually the cause (a

@@ -88,12 +88,57 @@ describe('SageMaker-style app', () => {
     }
   });
 
+  it('takes Hugging Face TGI\'s body {inputs, parameters} and answers in TGI\'s shape', async () => {
+    type Tgi = { generated_text: string; details?: { finish_reason: string; generated_tokens: number; prompt_tokens: number; seed: number | null } }[];
+    const ref = (await (await sm('/invocations', post({ text: 'Once upon a time', max_new_tokens: 40, stop: ['Lily'] }, auth))).json()) as Gen;
+    const res = await sm('/invocations', post({ inputs: 'Once upon a time', parameters: { max_new_tokens: 40, stop: ['Lily'], details: true } }, auth));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toBeTruthy();
+    // Greedy by default (do_sample false), so the same text as the native body; TGI's finish reason name.
+    expect(await res.json()).toEqual([{ generated_text: ref.text, details: { finish_reason: 'stop_sequence', generated_tokens: expect.any(Number), prompt_tokens: 5, seed: null } }]);
+    const full = (await (await sm('/invocations', post({ inputs: ['Once upon a time', 'Tim'], parameters: { max_new_tokens: 4, return_full_text: true } }, auth))).json()) as Tgi;
+    expect(full).toHaveLength(2);
+    expect(full[0]!.generated_text.startsWith('Once upon a time')).toBe(true);
+    expect(full[1]!.generated_text.startsWith('Tim')).toBe(true);
+    expect(full[0]!.details).toBeUndefined();
+    // Sampling is on when TGI would sample: the same seed twice gives the same text, two seeds (almost surely) differ.
+    const sampled = async (seed: number): Promise<string> =>
+      ((await (await sm('/invocations', post({ inputs: 'Once upon a time', parameters: { max_new_tokens: 24, temperature: 1.5, seed } }, auth))).json()) as Tgi)[0]!.generated_text;
+    const a = await sampled(7);
+    expect(await sampled(7)).toBe(a);
+    const texts = new Set([a, await sampled(8), await sampled(9)]);
+    expect(texts.size).toBeGreaterThan(1);
+    // grammar -> the native constraints.
+    const re = ((await (await sm('/invocations', post({ inputs: 'Phone:', parameters: { max_new_tokens: 12, grammar: { type: 'regex', value: '[0-9]{3}-[0-9]{4}' } } }, auth))).json()) as Tgi)[0]!;
+    expect(re.generated_text).toMatch(/^[0-9]{3}-[0-9]{4}$/);
+    const js = ((await (await sm('/invocations', post({ inputs: 'Data:', parameters: { max_new_tokens: 40, grammar: { type: 'json', value: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'], additionalProperties: false } } } }, auth))).json()) as Tgi)[0]!;
+    expect(Object.keys(JSON.parse(js.generated_text) as object)).toEqual(['a']);
+  });
+
+  it('streams a TGI body with stream: true in TGI\'s framing, the whole text on the last event', async () => {
+    const ref = (await (await sm('/invocations', post({ text: 'Once upon a time', max_new_tokens: 6 }, auth))).json()) as Gen;
+    const res = await sm('/invocations', post({ inputs: 'Once upon a time', stream: true, parameters: { max_new_tokens: 6, details: true, return_full_text: true } }, auth));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    type Ev = { index: number; token: { id: number; text: string; special: boolean }; generated_text: string | null; details: { finish_reason: string; generated_tokens: number } | null };
+    const events = parseSse(await res.text()).map((e) => JSON.parse(e.data) as Ev);
+    expect(events.map((e) => e.index)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(events.map((e) => e.token.text).join('')).toBe(ref.text);
+    expect(events.slice(0, -1).every((e) => e.generated_text === null && e.details === null)).toBe(true);
+    expect(events.at(-1)!.generated_text).toBe(`Once upon a time${ref.text as string}`);
+    expect(events.at(-1)!.details).toMatchObject({ finish_reason: 'length', generated_tokens: 6 });
+  });
+
   it.each([
     ['no key', '/invocations', { text: 'a' }, {}, 401, 'unauthorized'],
     ['bad body', '/invocations', {}, auth, 400, 'invalid_request'],
     ['another API\'s field name', '/invocations', { prompt: 'a' }, auth, 400, 'unknown_field'],
     ['malformed JSON', '/invocations', '{"text":', auth, 400, 'invalid_json'],
     ['stream of a list', '/invocations?stream=true', { text: ['a', 'b'] }, auth, 400, 'invalid_request'],
+    ['TGI stream of a list', '/invocations', { inputs: ['a', 'b'], stream: true }, auth, 400, 'invalid_request'],
+    ['a TGI parameter Weft does not serve', '/invocations', { inputs: 'a', parameters: { best_of: 2 } }, auth, 400, 'unknown_field'],
+    ['native fields in a TGI body', '/invocations', { inputs: 'a', max_new_tokens: 3 }, auth, 400, 'unknown_field'],
+    ['a bad TGI grammar', '/invocations', { inputs: 'a', parameters: { grammar: { type: 'xml', value: 'a' } } }, auth, 400, 'invalid_request'],
     ['unknown group', '/invocations', { text: 'a', consumer_group: 'nope' }, auth, 404, 'consumer_group_not_found'],
   ])('rejects %s with a typed JSON error', async (_n, path, body, headers, status, code) => {
     const res = await sm(path as string, post(body, headers as Record<string, string>));
