@@ -5,7 +5,9 @@
  * takes the /generate body and answers like /generate, or streams exactly
  * like /generate_stream when the request sends `Accept: text/event-stream`
  * or `?stream=true` (what SageMaker's InvokeEndpointWithResponseStream
- * forwards). Errors are the service's typed JSON errors.
+ * forwards). A body with `inputs` is Hugging Face TGI's instead (tgi.ts),
+ * answered in TGI's shapes, so clients of the HF LLM containers work as they
+ * are. Errors are the service's typed JSON errors.
  */
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
