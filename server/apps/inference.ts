@@ -78,15 +78,23 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
 
 
 /**
+ * Runs the requests of one call to completion, concurrently, in request order. Their ids go
+ * out in `x-request-id` (comma-separated) before any runs, so a client can cancel meanwhile.
+ */
+export async function runGenerations(c: Context, svc: Service, group: string | undefined, reqs: GenerateRequest[]): Promise<Awaited<ReturnType<Service['runToCompletion']>>[]> {
+  const ids = reqs.map(() => svc.newRequestId());
+  c.header('x-request-id', ids.join(','));
+  return Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+}
+
+/**
  * Runs the requests of one /generate-shaped call to completion and answers with
  * the Takeoff shape: one object for a single prompt (`single`), else lists in
  * prompt order. Request ids go out in `x-request-id` (comma-separated) first, so
  * a client can cancel while the call is running.
  */
 export async function answerGenerations(c: Context, svc: Service, group: string | undefined, reqs: GenerateRequest[], single: boolean): Promise<Response> {
-  const ids = reqs.map(() => svc.newRequestId());
-  c.header('x-request-id', ids.join(','));
-  const results = await Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  const results = await runGenerations(c, svc, group, reqs);
   if (single) {
     const d = results[0]!;
     return c.json({ text: d.text, finish_reason: d.finishReason, usage: usageOf(d) });

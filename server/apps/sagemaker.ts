@@ -13,10 +13,10 @@ import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { InvalidRequestError } from '../../core/errors.ts';
 import { ApiSpec, readJsonBody, validateBody } from '../http/api_spec.ts';
-import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
+import { sseGeneration, TAKEOFF_FRAMING } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
-import { toGenerateRequest } from './inference.ts';
+import { answerGenerations, runGenerations, toGenerateRequest } from './inference.ts';
 import { isTgiBody, TgiBody, tgiDetails, tgiFraming, TgiResponse, tgiToNative, type TgiBodyT } from './tgi.ts';
 
 const Ping = z.object({ status: z.enum(['ok', 'loading']) });
@@ -46,10 +46,7 @@ async function tgiInvocation(c: Context, svc: Service, body: TgiBodyT): Promise<
     return sseGeneration(c, svc, undefined, { ...req, id: svc.newRequestId() }, tgiFraming(prefix(body.inputs), seed, details));
   }
   const prompts = typeof body.inputs === 'string' ? [body.inputs] : body.inputs;
-  const reqs = prompts.map((t) => toGenerateRequest(params, t, svc.config.maxPromptStringBytes));
-  const ids = reqs.map(() => svc.newRequestId());
-  c.header('x-request-id', ids.join(','));
-  const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(undefined, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  const ds = await runGenerations(c, svc, undefined, prompts.map((t) => toGenerateRequest(params, t, svc.config.maxPromptStringBytes)));
   return c.json(ds.map((d, i) => ({ generated_text: prefix(prompts[i]!) + d.text, ...(details ? { details: tgiDetails(d, seed) } : {}) })));
 }
 
@@ -77,12 +74,7 @@ export function sagemakerApp(svc: Service): { app: Hono; spec: ApiSpec } {
     const body = validateBody(S.GenerateBody, json);
     if (wantsStream(c)) return streamGeneration(c, svc, body);
     const prompts = typeof body.text === 'string' ? [body.text] : body.text;
-    const reqs = prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes));
-    const ids = reqs.map(() => svc.newRequestId());
-    c.header('x-request-id', ids.join(','));
-    const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(body.consumer_group, { ...r, id: ids[i]! }, c.req.raw.signal)));
-    if (typeof body.text === 'string') return c.json({ text: ds[0]!.text, finish_reason: ds[0]!.finishReason, usage: usageOf(ds[0]!) });
-    return c.json({ text: ds.map((d) => d.text), finish_reason: ds.map((d) => d.finishReason), usage: ds.map(usageOf) });
+    return answerGenerations(c, svc, body.consumer_group, prompts.map((t) => toGenerateRequest(body, t, svc.config.maxPromptStringBytes)), typeof body.text === 'string');
   });
 
   spec.mountDocs(app);
