@@ -82,12 +82,27 @@ export interface MegakernelTuning {
   /** `auto` mode: largest decode-only step (sequences) that takes the megakernel. */
   autoMaxSeqs: number;
   /**
+   * Most tokens of multi-token chunks (prompt chunks, verify rows) one step may put through
+   * the megakernel's waves (core/models/llama/megakernel_waves.ts); past it the step takes the
+   * generic path. Measured per adapter (stories260K, 2026-11-23, generic → waves, ms per step,
+   * prompts of n tokens each): on llvmpipe with texture weights, KV and scratch the waves win
+   * up to the default step budget of 256 tokens (16 × 15: 13.1–15.0 → 10.2–10.3; 8 × 32:
+   * 11.6–13.5 → 9.4–10.1; 4 × 32: 9.8–9.9 → 5.2–5.8; 16 × 16: 12.1–12.6 → 9.1–10.6); on
+   * SwiftShader the generic path wins there (16 × 15: 103–124 → 119–137; 4 × 32: 59–68 →
+   * 67–79), so it keeps the cap of 64 set when waves came in.
+   */
+  waveChunkTokens: number;
+  /**
    * Loop iterations one invocation may plan to run (core/ops/loop_budget.ts): llvmpipe stops
    * every loop of an invocation past 65,535 in all, so a step whose megakernelLoopCount exceeds
    * this goes to the generic path; null where the driver has no such limit.
    */
   loopBudget: number | null;
 }
+
+/** MegakernelTuning.waveChunkTokens: the default, and llvmpipe's with texture weights (measured there up to 256). */
+export const MEGAKERNEL_WAVE_CHUNK_TOKENS = 64;
+export const MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS = 256;
 
 /** The megakernel shape for this adapter; `weights` overrides the weight source (WEFT_MEGAKERNEL_WEIGHTS). */
 export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights: MegakernelWeightSource | 'auto' = 'auto'): MegakernelTuning {
@@ -104,6 +119,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
     wg: software ? 8 : MEGAKERNEL_MAX_WG,
     octs: software ? 1 : 2,
     autoMaxSeqs: software || source === 'texture' ? Infinity : MEGAKERNEL_AUTO_MAX_SEQS,
+    waveChunkTokens: llvmpipe && source === 'texture' ? MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS : MEGAKERNEL_WAVE_CHUNK_TOKENS,
     loopBudget: llvmpipe ? LLVMPIPE_LOOP_PLAN : null,
   };
 }

@@ -13,7 +13,9 @@ import {
   MEGAKERNEL_AUTO_MAX_SEQS,
   MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES,
   MEGAKERNEL_FIXED_SMEM_BYTES,
+  MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS,
   MEGAKERNEL_MAX_WG,
+  MEGAKERNEL_WAVE_CHUNK_TOKENS,
   megakernelRows,
   megakernelSmem,
   megakernelTuning,
@@ -51,6 +53,15 @@ describe('megakernelTuning', () => {
     expect(megakernelTuning(LLVMPIPE, 'buffer')).toMatchObject({ weights: 'buffer', kv: 'texture', autoMaxSeqs: Infinity });
     expect(megakernelTuning(SWIFTSHADER, 'texture')).toMatchObject({ weights: 'texture', kv: 'buffer', autoMaxSeqs: Infinity });
     expect(megakernelTuning(HARDWARE, 'texture')).toMatchObject({ weights: 'texture', autoMaxSeqs: Infinity });
+  });
+
+  it('lets llvmpipe with texture weights put up to 256 chunk tokens through waves, every other shape 64', () => {
+    expect(megakernelTuning(LLVMPIPE).waveChunkTokens).toBe(MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS);
+    expect(MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS).toBe(256);
+    for (const t of [megakernelTuning(LLVMPIPE, 'buffer'), megakernelTuning(SWIFTSHADER), megakernelTuning(SWIFTSHADER, 'texture'), megakernelTuning(HARDWARE), megakernelTuning(HARDWARE, 'texture')]) {
+      expect(t.waveChunkTokens).toBe(MEGAKERNEL_WAVE_CHUNK_TOKENS);
+    }
+    expect(MEGAKERNEL_WAVE_CHUNK_TOKENS).toBe(64);
   });
 
   it('runs one 8-lane block of 8 columns per invocation on the CPU emulators, 32 x 16 elsewhere', () => {

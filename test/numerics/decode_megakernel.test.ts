@@ -29,6 +29,7 @@ import { destroyLlamaWeights, loadLlamaWeights, type LlamaWeights } from '../../
 import type { HostTensor, WeightSource } from '../../core/models/host_tensor.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES } from '../../core/models/llama/megakernel_waves.ts';
 import type { StepGeometry, StepInputs } from '../../core/models/step.ts';
+import { megakernelTuning } from '../../core/ops/decode_megakernel.ts';
 import { decodeStepRef } from '../../core/ops/decode_megakernel.ref.ts';
 import type { KvDtype } from '../../core/ops/kv_write.ts';
 import { sampleRef } from '../../core/ops/sample.ref.ts';
@@ -374,6 +375,34 @@ describe.each(TEST_BACKENDS)('decode megakernel on %s', (backend) => {
       expect(on.decodePath(none)).toBe('megakernel');
       expect(await on.record(rec, none)).toBeNull();
       rec.submit();
+    } finally {
+      on.destroy();
+      off.destroy();
+      destroyLlamaWeights(weights);
+    }
+  });
+
+  it("sends many prompts in one step through waves up to the adapter's chunk-token cap, past it the generic path", async () => {
+    const ctx = await gpuFor(backend);
+    const cfg = parseDecoderConfig(CASES[0]!.config);
+    const weights = await loadLlamaWeights(ctx, cfg, source(randomWeights(cfg, 11)), 'f32', { pack: true });
+    // The serving bench's prefill shape: 16 fresh prompts of 15 tokens (240 chunk tokens, 4 waves).
+    const geo: StepGeometry = { maxTokens: 16 * 17, maxSeqs: 16, numBlocks: 16 * 16, blockSize: BLOCK, maxBlocksPerSeq: 16 };
+    const on = new LlamaModel(ctx, cfg, weights, geo, 'f32');
+    const off = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'off' });
+    const V = cfg.vocabSize;
+    const prompts = (n: number): StepInputs =>
+      stepInputs(geo, Array.from({ length: 16 }, (_, i) => ({ seq: i, start: 0, tokens: Array.from({ length: n }, (_, k) => 3 + ((i * 13 + k * 7) % (V - 3))), sample: true })));
+    try {
+      expect(on.megakernelOff).toBeNull(); // `auto` runs the megakernel on both CPU emulators
+      const cap = megakernelTuning(ctx.gpu.info, on.megakernelWeightSource ?? 'auto').waveChunkTokens;
+      const p15 = prompts(15);
+      console.log(`[${backend}] chunk-token cap ${cap}: 16 prompts of 15 take the ${on.decodePath(p15)} path`);
+      expect(on.decodePath(p15)).toBe(240 <= cap ? 'megakernel' : 'generic');
+      const want = await run(ctx, off, p15);
+      expect(Array.from(await run(ctx, on, p15)), '16 prompts of 15: the same logits on either path').toEqual(Array.from(want));
+      // 16 prompts of 17 (272 chunk tokens, 5 waves): past every adapter's cap.
+      expect(on.decodePath(prompts(17))).toBe('generic');
     } finally {
       on.destroy();
       off.destroy();

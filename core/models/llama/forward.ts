@@ -54,7 +54,7 @@ import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
 import type { DecodePathCounts } from '../../engine/runner.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
-import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_CHUNK_TOKENS, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
+import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
 
 const STORAGE = 0x80 | 0x08 | 0x04;
@@ -427,8 +427,8 @@ export class LlamaModel {
 
   /**
    * The path of a step: the megakernel when the model is eligible and the step's rows fit it
-   * (no image rows; each sequence's tokens contiguous, in at most MEGAKERNEL_MAX_WAVES waves:
-   * megakernel_waves.ts; within llvmpipe's loop budget) — on hardware adapters with buffer
+   * (no image rows; each sequence's tokens contiguous, in at most MEGAKERNEL_MAX_WAVES waves
+   * and tuning.waveChunkTokens chunk tokens: megakernel_waves.ts; within llvmpipe's loop budget) — on hardware adapters with buffer
    * weights only decode-only steps of at most tuning.autoMaxSeqs sequences — else the generic
    * path.
    */
@@ -445,7 +445,7 @@ export class LlamaModel {
       // 4 tokens of a sequence per wave, fewer where a workgroup's memory holds fewer rows.
       maxChunk: megakernelRows(this.cfg, MEGAKERNEL_MAX_CHUNK, lim),
       maxWaves: m.maxSeqs === Infinity && m.waves ? MEGAKERNEL_MAX_WAVES : 1,
-      maxChunkTokens: MEGAKERNEL_MAX_CHUNK_TOKENS,
+      maxChunkTokens: m.tuning.waveChunkTokens,
       rowsFor: (n) => megakernelRows(this.cfg, n, lim),
       maxRows: megakernelScratchRows(this.geo),
     });
