@@ -428,9 +428,9 @@ export class LlamaModel {
   /**
    * The path of a step: the megakernel when the model is eligible and the step's rows fit it
    * (no image rows; each sequence's tokens contiguous, in at most MEGAKERNEL_MAX_WAVES waves
-   * and tuning.waveChunkTokens chunk tokens: megakernel_waves.ts; within llvmpipe's loop budget) — on hardware adapters with buffer
-   * weights only decode-only steps of at most tuning.autoMaxSeqs sequences — else the generic
-   * path.
+   * and tuning.waveChunkTokens chunk tokens: megakernel_waves.ts; within llvmpipe's loop
+   * budget) — on hardware adapters with buffer weights only decode-only steps of at most
+   * tuning.autoMaxSeqs sequences — else the generic path.
    */
   decodePath(s: StepInputs): 'megakernel' | 'generic' {
     return this.planWaves(s) ? 'megakernel' : 'generic';
