@@ -158,7 +158,7 @@ describe('document embedding runs off the event loop', () => {
 
   describe('the default embedder (USE-Lite) in a worker', () => {
     // Chunks per embed batch: 32, so one batch stays long even when the host is fast (8 chunks
-    // took 0.3 s in a fast phase, 2–4 s in slow ones).
+    // took 0.3 s in a fast phase of the host and seconds in slow ones).
     const BATCH = 32;
     let s: Served;
     beforeAll(async () => {
