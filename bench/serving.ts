@@ -1,5 +1,5 @@
 /**
- * Batched-serving benchmark (issue 4): what concurrent requests buy over running the same
+ * Batched-serving benchmark: what concurrent requests buy over running the same
  * requests one after another, on stories260K and the random ~24M-parameter Llama.
  *
  * Per (model, backend) case, in its own child process (`node --import tsx bench/serving.ts
@@ -467,7 +467,7 @@ const ms0 = (x: number): string => (Number.isFinite(x) ? x.toFixed(0) : '—');
 const span = ([lo, hi]: [number, number]): string => `${f2(lo)}–${f2(hi)}x`;
 const la = (x: number[]): string => x.slice(0, 3).map((v) => v.toFixed(2)).join(', ');
 
-/** The issue-4 goal lines for a stories260K case: computed from the N = 16 row. */
+/** The goal lines for a stories260K case: computed from the N = 16 row. */
 function goals(c: ServingCase): string {
   const r = c.rows.find((x) => x.n === 16);
   if (!r) return '_Goals (stories260K, 16 concurrent): not measured (N = 16 not among the levels)._';

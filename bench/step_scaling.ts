@@ -1,5 +1,5 @@
 /**
- * Decode-step anatomy for the serving bench (issue 4's "≥ 6x the sequential run"): how the
+ * Decode-step anatomy for the serving bench (the "≥ 6x the sequential run" goal): how the
  * cost of ONE decode-only step grows with its sequence count S, measured on the model itself
  * (no scheduler, no streams), so the serving ratios can be read against what the device does.
  *

@@ -84,12 +84,9 @@ export interface MegakernelTuning {
   /**
    * Most tokens of multi-token chunks (prompt chunks, verify rows) one step may put through
    * the megakernel's waves (core/models/llama/megakernel_waves.ts); past it the step takes the
-   * generic path. Measured per adapter (stories260K, 2026-11-23, generic → waves, ms per step,
-   * prompts of n tokens each): on llvmpipe with texture weights, KV and scratch the waves win
-   * up to the default step budget of 256 tokens (16 × 15: 13.1–15.0 → 10.2–10.3; 8 × 32:
-   * 11.6–13.5 → 9.4–10.1; 4 × 32: 9.8–9.9 → 5.2–5.8; 16 × 16: 12.1–12.6 → 9.1–10.6); on
-   * SwiftShader the generic path wins there (16 × 15: 103–124 → 119–137; 4 × 32: 59–68 →
-   * 67–79), so it keeps the cap of 64 set when waves came in.
+   * generic path. Chosen per adapter from measurements (docs/benchmarks.md): on llvmpipe
+   * with texture weights, KV and scratch the waves win up to the default step budget of 256
+   * tokens; on SwiftShader the generic path wins past 64.
    */
   waveChunkTokens: number;
   /**
@@ -110,8 +107,7 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
   const software = llvmpipe || isSwiftShader(info);
   const source = weights === 'auto' ? (llvmpipe ? 'texture' : 'buffer') : weights;
   // On the CPU emulators, and with texture weights anywhere, the megakernel beats the generic
-  // path at every batch size measured (16 sequences of stories260K: llvmpipe 2.7 vs 21 ms per
-  // step, SwiftShader 16.5 vs 23.7); elsewhere only up to MEGAKERNEL_AUTO_MAX_SEQS.
+  // path at every batch size measured; elsewhere only up to MEGAKERNEL_AUTO_MAX_SEQS.
   return {
     weights: source,
     kv: llvmpipe ? 'texture' : 'buffer',

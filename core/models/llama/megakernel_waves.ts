@@ -16,17 +16,9 @@ import type { StepGeometry, StepInputs } from '../step.ts';
 
 /**
  * Most waves a step may take through the megakernel: past it the generic path's batched
- * matmuls are cheaper (llvmpipe, stories260K, 2026-11-23, generic → waves, ms per step: one
- * 64-token prompt (16 waves) 6.4–8.3 → 8.0–8.6, one of 128 8.6–10.2 → 17). The most tokens
- * of multi-token chunks (prompt chunks, verify rows) per step is the adapter's
- * (MegakernelTuning.waveChunkTokens). Earlier measurements on llvmpipe, before the scratch
- * texture, stories260K, ms per step, generic → waves: one 15-token
- * prompt 8.4 → 5.2; one 24-token prompt 8.7–9.6 → 6.0; one 32-token prompt (8 waves)
- * 7.4–8.3 → 8.2; 16 decodes + a 4-token chunk 11.4 → 4.1; + a 15-token chunk 13.3 → 7.4;
- * + a 32-token chunk 10.5–11.3 → 10.2; 2 prompts of 32 9.9–11.3 → 7.8–8.1; 16 prompts of 4
- * tokens 8.7–9.7 → 7.4–8.1; 4 prompts of 15 11.8–13.6 → 7.7–13.6; but 8 prompts of 15 (120
- * chunk tokens) 12.9–14.0 → 14.8–15.7, 32 prompts of 4 12.8–14.4 → 14.2–15.1 and 16 prompts
- * of 15 22–28 → 30 (docs/engine.md).
+ * matmuls are cheaper (measured on llvmpipe with stories260K: 16 waves lose already, 8 win
+ * or tie). The most tokens of multi-token chunks (prompt chunks, verify rows) per step is
+ * the adapter's (MegakernelTuning.waveChunkTokens).
  */
 export const MEGAKERNEL_MAX_WAVES = 8;
 
