@@ -39,6 +39,8 @@ export interface ServiceConfig {
   imageFetch: boolean;
   imageFetchTimeoutMs: number;
   imageFetchAllowPrivate: boolean;
+  /** IP addresses image URLs may reach although in a refused range (a trusted image host). */
+  imageFetchAllowAddresses: string[];
   pageCacheSize: string | null;
   /** Readers' batch size when their entry sets none (generative: sequences per step; encoders: inputs per batch); null = per model. */
   maxBatchSize: number | null;
@@ -87,6 +89,7 @@ export const DEFAULTS: ServiceConfig = {
   imageFetch: true,
   imageFetchTimeoutMs: 10_000,
   imageFetchAllowPrivate: false,
+  imageFetchAllowAddresses: [],
   pageCacheSize: null,
   maxBatchSize: null,
   batchDurationMillis: null,
@@ -123,6 +126,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   imageFetch: 'bool',
   imageFetchTimeoutMs: 'int',
   imageFetchAllowPrivate: 'bool',
+  imageFetchAllowAddresses: 'list',
   pageCacheSize: 'nullable',
   maxBatchSize: 'nullable_int',
   batchDurationMillis: 'nullable_int',
