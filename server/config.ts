@@ -56,6 +56,8 @@ export interface ServiceConfig {
   apiKeys: string[];
   /** Bearer tokens accepted on the management API; empty = same as apiKeys. */
   managementApiKeys: string[];
+  /** API key -> the document owners it may act as (the owner header narrows to one of them); such keys are accepted like api_keys. */
+  apiKeyOwners: Record<string, string[]>;
   /** Max seconds /healthz?wait= may block. */
   healthWaitMax: number;
   frontendBasePath: string;
@@ -99,6 +101,7 @@ export const DEFAULTS: ServiceConfig = {
   noColor: false,
   apiKeys: [],
   managementApiKeys: [],
+  apiKeyOwners: {},
   healthWaitMax: 60,
   frontendBasePath: '/',
   aipPredictRoute: '/predict',
@@ -106,7 +109,7 @@ export const DEFAULTS: ServiceConfig = {
   backend: 'auto',
 };
 
-type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents';
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents' | 'owners_map';
 const KEYS: Record<keyof ServiceConfig, Kind> = {
   host: 'string',
   port: 'int',
@@ -136,6 +139,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   noColor: 'bool',
   apiKeys: 'list',
   managementApiKeys: 'list',
+  apiKeyOwners: 'owners_map',
   healthWaitMax: 'int',
   frontendBasePath: 'string',
   aipPredictRoute: 'string',
@@ -181,6 +185,19 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
       return bad('a list of strings');
     case 'documents':
       return checkDocumentsSection(v);
+    case 'owners_map': {
+      let m: unknown = v;
+      if (typeof v === 'string') {
+        try {
+          m = v.trim() ? JSON.parse(v) : {};
+        } catch {
+          return bad('a JSON object of key -> list of owners');
+        }
+      }
+      const ok = (o: unknown): o is string[] => Array.isArray(o) && o.length > 0 && o.every((x) => typeof x === 'string' && x.trim() !== '' && !/[\0-\x1f]/.test(x));
+      if (typeof m !== 'object' || m === null || Array.isArray(m) || !Object.values(m).every(ok)) return bad('a mapping of API key -> non-empty list of owners');
+      return Object.fromEntries(Object.entries(m as Record<string, string[]>).map(([k, o]) => [k, [...new Set(o.map((x) => x.trim()))]]));
+    }
     case 'array':
       if (Array.isArray(v)) return v;
       if (typeof v === 'string') {
