@@ -93,3 +93,13 @@ describe('document owners bound to API keys', () => {
     expect(JSON.parse(text)).toMatchObject({ error: { code: 'unknown_field', details: { count: 12_000 } } });
   });
 });
+
+describe('api_key_owners configuration', () => {
+  it('reads a JSON object from the environment and refuses malformed ones', async () => {
+    const { loadConfig } = await import('../../server/config.ts');
+    expect(loadConfig({ env: { WEFT_API_KEY_OWNERS: '{"k1": ["alice", " alice ", "bob"]}' } }).apiKeyOwners).toEqual({ k1: ['alice', 'bob'] });
+    for (const bad of ['{"k1": []}', '{"k1": "alice"}', '["k1"]', '{"k1": ["a\\u0000"]}', 'not json']) {
+      expect(() => loadConfig({ env: { WEFT_API_KEY_OWNERS: bad } })).toThrow(/api_key_owners/);
+    }
+  });
+});
