@@ -59,6 +59,9 @@ describe('request limits and health', () => {
     expect(state).toBe('failed');
     const groups = (await (await m.request('/reader_groups')).json()) as unknown;
     expect(JSON.stringify(groups)).toContain('"failed"');
+    const status = JSON.stringify(await (await t.apps.inference.request('/status')).json());
+    expect(status).toContain('extra-0');
+    expect(status).toContain('failed');
     const h = await m.request('/healthz');
     expect(h.status).toBe(200);
     expect((await t.apps.inference.request('/healthz')).status).toBe(200);
