@@ -114,6 +114,9 @@ export class PayloadTooLargeError extends WeftError {}
 
 export class AuthError extends WeftError {}
 
+/** Authenticated, but this credential may not do or see that (403). */
+export class ForbiddenError extends WeftError {}
+
 /** Plain-data form of an error, for crossing worker boundaries. */
 export interface ErrorJSON {
   name: string;

@@ -39,6 +39,8 @@ export interface ServiceConfig {
   imageFetch: boolean;
   imageFetchTimeoutMs: number;
   imageFetchAllowPrivate: boolean;
+  /** IP addresses image URLs may reach although in a refused range (a trusted image host). */
+  imageFetchAllowAddresses: string[];
   pageCacheSize: string | null;
   /** Readers' batch size when their entry sets none (generative: sequences per step; encoders: inputs per batch); null = per model. */
   maxBatchSize: number | null;
@@ -54,6 +56,8 @@ export interface ServiceConfig {
   apiKeys: string[];
   /** Bearer tokens accepted on the management API; empty = same as apiKeys. */
   managementApiKeys: string[];
+  /** API key -> the document owners it may act as (the owner header narrows to one of them); such keys are accepted like api_keys. */
+  apiKeyOwners: Record<string, string[]>;
   /** Max seconds /healthz?wait= may block. */
   healthWaitMax: number;
   frontendBasePath: string;
@@ -87,6 +91,7 @@ export const DEFAULTS: ServiceConfig = {
   imageFetch: true,
   imageFetchTimeoutMs: 10_000,
   imageFetchAllowPrivate: false,
+  imageFetchAllowAddresses: [],
   pageCacheSize: null,
   maxBatchSize: null,
   batchDurationMillis: null,
@@ -96,6 +101,7 @@ export const DEFAULTS: ServiceConfig = {
   noColor: false,
   apiKeys: [],
   managementApiKeys: [],
+  apiKeyOwners: {},
   healthWaitMax: 60,
   frontendBasePath: '/',
   aipPredictRoute: '/predict',
@@ -103,7 +109,7 @@ export const DEFAULTS: ServiceConfig = {
   backend: 'auto',
 };
 
-type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents';
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents' | 'owners_map';
 const KEYS: Record<keyof ServiceConfig, Kind> = {
   host: 'string',
   port: 'int',
@@ -123,6 +129,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   imageFetch: 'bool',
   imageFetchTimeoutMs: 'int',
   imageFetchAllowPrivate: 'bool',
+  imageFetchAllowAddresses: 'list',
   pageCacheSize: 'nullable',
   maxBatchSize: 'nullable_int',
   batchDurationMillis: 'nullable_int',
@@ -132,6 +139,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   noColor: 'bool',
   apiKeys: 'list',
   managementApiKeys: 'list',
+  apiKeyOwners: 'owners_map',
   healthWaitMax: 'int',
   frontendBasePath: 'string',
   aipPredictRoute: 'string',
@@ -177,6 +185,19 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
       return bad('a list of strings');
     case 'documents':
       return checkDocumentsSection(v);
+    case 'owners_map': {
+      let m: unknown = v;
+      if (typeof v === 'string') {
+        try {
+          m = v.trim() ? JSON.parse(v) : {};
+        } catch {
+          return bad('a JSON object of key -> list of owners');
+        }
+      }
+      const ok = (o: unknown): o is string[] => Array.isArray(o) && o.length > 0 && o.every((x) => typeof x === 'string' && x.trim() !== '' && !/[\0-\x1f]/.test(x));
+      if (typeof m !== 'object' || m === null || Array.isArray(m) || !Object.values(m).every(ok)) return bad('a mapping of API key -> non-empty list of owners');
+      return Object.fromEntries(Object.entries(m as Record<string, string[]>).map(([k, o]) => [k, [...new Set(o.map((x) => x.trim()))]]));
+    }
     case 'array':
       if (Array.isArray(v)) return v;
       if (typeof v === 'string') {

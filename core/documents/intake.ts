@@ -119,11 +119,20 @@ export async function sha256Hex(bytes: Uint8Array): Promise<string> {
 
 const invalid = (reason: string, message: string): EntryResult => ({ ok: false, reason, message });
 
-/** Owners as given: a string or a list of strings (null / absent: none). */
+/**
+ * Text a database column can hold and a person can read: no control
+ * characters (NUL, which PostgreSQL refuses in text, included) and no lone
+ * UTF-16 surrogate (which has no UTF-8 form).
+ */
+export function isStorableText(s: string): boolean {
+  return !/[\0-\x1f\x7f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+}
+
+/** Owners as given: a string or a list of strings (null / absent: none); null when malformed. */
 export function parseOwners(v: unknown): string[] | null {
   if (v === undefined || v === null) return [];
   const list = typeof v === 'string' ? [v] : Array.isArray(v) ? v : null;
-  if (!list || list.length > MAX_OWNERS || !list.every((o) => typeof o === 'string' && o.trim() && o.length <= MAX_OWNER)) return null;
+  if (!list || list.length > MAX_OWNERS || !list.every((o) => typeof o === 'string' && o.trim() && o.length <= MAX_OWNER && isStorableText(o))) return null;
   return normalizeOwners(list as string[]);
 }
 

@@ -139,11 +139,14 @@ export interface SearchHit {
 
 /**
  * Who is asking. `enforce` false (auth off and no owner header) sees every
- * document; otherwise only documents without owners or owned by `owner`.
+ * document; otherwise only documents without owners or owned by any of
+ * `owners` (the owner header's one, or the API key's list). `bound`: the
+ * owners come from the API key, which may act only as them.
  */
 export interface Viewer {
-  owner: string | null;
+  owners: readonly string[];
   enforce: boolean;
+  bound?: boolean;
 }
 
 export interface SearchQuery {
@@ -158,5 +161,5 @@ export interface SearchQuery {
 
 /** True when `viewer` may see a document with `owners`. */
 export function canSee(viewer: Viewer, owners: readonly string[]): boolean {
-  return !viewer.enforce || owners.length === 0 || (viewer.owner !== null && owners.includes(viewer.owner));
+  return !viewer.enforce || owners.length === 0 || owners.some((o) => viewer.owners.includes(o));
 }

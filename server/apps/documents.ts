@@ -12,19 +12,23 @@
  * owns; without a header, only those without owners. With auth off, the
  * header (when sent) is applied the same way, and without it every document
  * is visible (single-user setups). Documents a caller may not see answer 404.
+ * A key bound to owners (api_key_owners) acts as all of them; the header
+ * narrows to one of them (another answers 403 owner_not_permitted), and such
+ * a key stores only documents it can see.
  *
  * Mounted by `mountDocuments(app, svc, spec)` from server/apps/index.ts; auth
  * is the inference app's (applied around it by buildApps).
  */
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
-import { parseOwners } from '../../core/documents/intake.ts';
+import { isStorableText, parseOwners } from '../../core/documents/intake.ts';
 import type { Viewer } from '../../core/documents/types.ts';
-import { InvalidRequestError } from '../../core/errors.ts';
+import { ForbiddenError, InvalidRequestError } from '../../core/errors.ts';
 import { loadDocumentsConfig, type DocumentsConfigSources } from '../documents/config.ts';
 import * as S from '../documents/schemas.ts';
 import { DocumentService, hitJson, recordJson, type DocumentServiceOptions } from '../documents/service.ts';
 import { parseBody, type ApiSpec } from '../http/api_spec.ts';
+import { keyOwners } from '../http/auth.ts';
 import type { Service } from '../service.ts';
 
 export const OWNER_HEADER = 'x-weft-owner';
@@ -40,13 +44,20 @@ export interface MountOptions extends Partial<Omit<DocumentServiceOptions, 'conf
 function viewerOf(c: Context, authOn: boolean): Viewer {
   const h = c.req.header(OWNER_HEADER);
   const owner = h !== undefined && h.trim() ? h.trim() : null;
-  return { owner, enforce: authOn || owner !== null };
+  if (owner !== null && (owner.length > 256 || !isStorableText(owner))) throw new InvalidRequestError('invalid_owner', `${OWNER_HEADER}: at most 256 characters, no control characters`, { field: OWNER_HEADER });
+  const allowed = keyOwners(c.req.raw);
+  if (allowed) {
+    if (owner === null) return { owners: allowed, enforce: true, bound: true };
+    if (!allowed.includes(owner)) throw new ForbiddenError('owner_not_permitted', `this API key may not act as owner ${JSON.stringify(owner)}`, { field: OWNER_HEADER });
+    return { owners: [owner], enforce: true, bound: true };
+  }
+  return { owners: owner === null ? [] : [owner], enforce: authOn || owner !== null };
 }
 
 function listOrNull(v: string | string[] | undefined, field: string): string[] | null {
   if (v === undefined) return null;
   const list = parseOwners(v);
-  if (!list || !list.length) throw new InvalidRequestError('invalid_request', `${field}: expected a non-empty string or list of strings`, { field });
+  if (!list || !list.length) throw new InvalidRequestError('invalid_request', `${field}: expected a non-empty string or list of strings without control characters`, { field });
   return list;
 }
 
@@ -56,7 +67,7 @@ export function mountDocuments(app: Hono, svc: Service, spec?: ApiSpec, opts: Mo
   const fileSection = (svc.config as unknown as { documents?: unknown }).documents;
   const config = loadDocumentsConfig({ file: fileSection, ...(env ? { env } : {}), ...(overrides ? { overrides } : {}) });
   const docs = new DocumentService({ embeddingReaders: svc.embeddingReaders(), ...rest, config, gpuBackend: svc.config.backend, log: (msg, fields) => svc.log(msg, fields) });
-  const authOn = svc.config.apiKeys.length > 0;
+  const authOn = svc.config.apiKeys.length > 0 || Object.keys(svc.config.apiKeyOwners).length > 0;
 
   // Close with the service: stop the pool, close the store.
   const closeService = svc.close.bind(svc);
@@ -68,7 +79,7 @@ export function mountDocuments(app: Hono, svc: Service, spec?: ApiSpec, opts: Mo
   spec?.add({ method: 'post', path: '/api/v1/documents', summary: 'Load documents: read, chunk, embed and store them (202 all accepted, 207 some duplicate or invalid)', body: S.LoadBodyDoc, response: S.LoadResponse });
   app.post('/api/v1/documents', async (c) => {
     const body = await parseBody(c, z.unknown(), config.limits.maxRequestBytes);
-    const r = await docs.load(body, c.req.raw.signal);
+    const r = await docs.load(body, c.req.raw.signal, viewerOf(c, authOn));
     return c.json(r.body, r.status);
   });
 

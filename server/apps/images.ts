@@ -17,7 +17,7 @@ import { answerGenerations, toGenerateRequest } from './inference.ts';
 
 export function imageFetchConfig(svc: Service): ImageFetchConfig {
   const c = svc.config;
-  return { maxBytes: c.imageMaxBytes, maxCount: c.imageMaxCount, timeoutMs: c.imageFetchTimeoutMs, fetch: c.imageFetch, allowPrivate: c.imageFetchAllowPrivate };
+  return { maxBytes: c.imageMaxBytes, maxCount: c.imageMaxCount, timeoutMs: c.imageFetchTimeoutMs, fetch: c.imageFetch, allowPrivate: c.imageFetchAllowPrivate, allowAddresses: c.imageFetchAllowAddresses };
 }
 
 /** Largest body of an image request: the prompt limit plus the inline images as base64. */

@@ -5,7 +5,7 @@
  * OpenAI layer on its own port (3003), SageMaker-style (8080) and
  * Vertex-style (3002).
  */
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { NotFoundError } from '../../core/errors.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { errorBody, onError } from '../http/errors.ts';
@@ -33,13 +33,13 @@ export interface Apps {
  * `ui`: serve the web app (under WEFT_FRONTEND_BASE_PATH) from this app; the page and CORS
  * preflights carry no key, the API calls it makes do.
  */
-function finish(app: Hono, svc: Service, keys: readonly string[], pre?: Hono, ui?: 'inference' | 'management'): Hono {
+function finish(app: Hono, svc: Service, auth: MiddlewareHandler, pre?: Hono, ui?: 'inference' | 'management'): Hono {
   const root = new Hono();
   root.onError(onError(svc.log));
   root.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
   if (ui) frontendRoutes(root, frontendOptions(svc.config, ui));
   if (pre) root.route('/', pre);
-  root.use('*', bearerAuth(keys));
+  root.use('*', auth);
   root.route('/', app);
   return root;
 }
@@ -49,8 +49,10 @@ export function buildApps(svc: Service): Apps {
   metricsRoute(inf.app, svc);
   mountDocuments(inf.app, svc, inf.spec);
   const mgmt = managementApp(svc);
-  const keys = svc.config.apiKeys;
-  const mkeys = svc.config.managementApiKeys.length ? svc.config.managementApiKeys : keys;
+  const { apiKeys, apiKeyOwners } = svc.config;
+  const keys = bearerAuth(apiKeys, apiKeyOwners);
+  // Keys bound to document owners never manage the server; with only such keys, management stays closed.
+  const mkeys = bearerAuth(svc.config.managementApiKeys.length ? svc.config.managementApiKeys : apiKeys, {}, Object.keys(apiKeyOwners).length > 0);
   const oai = openaiApp(svc);
   const vx = vertexApp(svc);
   return {

@@ -73,6 +73,7 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
   app.put('/models', async (c) => {
     const body = await parseBody(c, S.ReaderSpecBody, 1 << 16);
     const r = svc.readers.start(svc.withReaderDefaults(parseReaderSpec(body, { model: svc.config.model })));
+    r.runtime = true;
     svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup });
     return c.json(svc.readers.summary(r), 201);
   });

@@ -226,7 +226,7 @@ export function openaiApp(svc: Service): OpenAIApps {
     if (err instanceof UnavailableError) res.headers.set('Retry-After', String(err.retryAfter));
     return res;
   });
-  const auth = bearerAuth(svc.config.apiKeys);
+  const auth = bearerAuth(svc.config.apiKeys, svc.config.apiKeyOwners);
   app.use('/v1/*', (c, next) => (/^\/v1\/(docs|openapi\.json)(\/|$)/.test(c.req.path) ? next() : auth(c, next)));
 
   spec.add({ method: 'post', path: '/v1/chat/completions', summary: 'Chat completion (stream: true for SSE chunks ending in data: [DONE])', body: O.ChatCompletionBody, response: O.ChatCompletion });

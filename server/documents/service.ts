@@ -171,7 +171,7 @@ export class DocumentService {
   }
 
   /** POST /api/v1/documents. */
-  async load(body: unknown, signal?: AbortSignal): Promise<LoadResult> {
+  async load(body: unknown, signal?: AbortSignal, viewer: Viewer = { owners: [], enforce: false }): Promise<LoadResult> {
     const { store, embedder, pool } = await this.ready();
     const limits = this.config.limits;
     const { options, files } = parseLoadRequest(body, limits, { id: embedder.id, maxTokens: embedder.maxTokens });
@@ -190,14 +190,20 @@ export class DocumentService {
     const checked = await mapLimit(files, 16, (raw) => validateEntry(raw, limits, options.reader, readPath));
     const valid: { index: number; entry: ValidEntry }[] = [];
     for (const [index, r] of checked.entries()) {
-      if (r.ok) valid.push({ index, entry: r.entry });
+      // A key bound to owners creates only documents it can see: checked before any duplicate lookup, so
+      // the answer says nothing about other owners' documents.
+      if (r.ok && viewer.bound && !canSee(viewer, r.entry.owners)) {
+        invalid.push({ ...echo(files[index], index), reason: 'owner_not_permitted', message: `this API key may store documents only for owners ${JSON.stringify(viewer.owners)} (or none)` });
+      } else if (r.ok) valid.push({ index, entry: r.entry });
       else invalid.push({ ...echo(files[index], index), reason: r.reason, message: r.message });
     }
     const inStore = await store.findDuplicates(valid.map(({ entry: e }) => ({ docId: e.docId, key: e })));
     for (const [k, { index, entry: e }] of valid.entries()) {
       const contentKey = JSON.stringify([e.category, e.owners, e.sha256]);
+      // Same content, category and owners as a document the caller cannot see: reported without its id.
+      const hidden = !canSee(viewer, e.owners);
       const dupOf = (reason: string, existing: string): void => {
-        duplicate.push({ ...report(index, e, e.docId), reason, duplicate_of: existing });
+        duplicate.push({ ...report(index, e, e.docId), reason, ...(hidden && reason !== 'duplicate_doc_id' ? {} : { duplicate_of: existing }) });
       };
       const found = inStore[k];
       if (e.docId && seenIds.has(e.docId)) dupOf('duplicate_doc_id', e.docId);
@@ -224,7 +230,7 @@ export class DocumentService {
       if (o.status === 'inserted') {
         accepted.push(report(p.index, p.entry, p.doc.docId));
         ids.push(p.doc.docId);
-      } else duplicate.push({ ...report(p.index, p.entry, p.entry.docId), reason: o.reason, duplicate_of: o.existing });
+      } else duplicate.push({ ...report(p.index, p.entry, p.entry.docId), reason: o.reason, ...(!canSee(viewer, p.entry.owners) && o.reason !== 'duplicate_doc_id' ? {} : { duplicate_of: o.existing }) });
     });
     if (ids.length) pool.notify();
 

@@ -283,10 +283,10 @@ export class SqlDocumentStore implements DocumentStore {
        WHERE d.state = 'ready'
          AND ($2::text[] IS NULL OR d.category = ANY($2::text[]))
          AND ($3::text[] IS NULL OR d.owners && $3::text[])
-         AND (NOT $4::boolean OR cardinality(d.owners) = 0 OR $5::text = ANY(d.owners))
+         AND (NOT $4::boolean OR cardinality(d.owners) = 0 OR d.owners && $5::text[])
        ORDER BY c.embedding <=> $1::vector, c.doc_id, c.idx
        LIMIT $6`,
-      [vectorText(q.vector), q.categories, q.owners, q.viewer.enforce, q.viewer.owner, q.topK],
+      [vectorText(q.vector), q.categories, q.owners, q.viewer.enforce, [...q.viewer.owners], q.topK],
     );
     return r.rows.map((x) => ({
       score: Number(x.score),

@@ -9,7 +9,8 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
-import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
+import { InvalidRequestError } from '../../core/errors.ts';
+import { parseJsonText, readBodyBytes } from './body.ts';
 import { unknownFieldError } from './unknown_fields.ts';
 
 export interface RouteDoc {
@@ -93,17 +94,10 @@ export async function parseBody<T extends z.ZodType>(c: Context, schema: T, maxB
   return validateBody(schema, await readJsonBody(c, maxBytes));
 }
 
-/** The request body parsed as JSON, within `maxBytes` (for routes that pick their schema from the body). */
+/** The request body parsed as JSON, within `maxBytes` counted as they arrive and MAX_JSON_DEPTH levels (server/http/body.ts). */
 export async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
-  const len = Number(c.req.header('content-length') ?? '0');
-  if (len > maxBytes) throw new PayloadTooLargeError('body_too_large', `request body of ${len} bytes exceeds the ${maxBytes}-byte limit`, { limit: maxBytes });
-  const text = await c.req.text();
-  if (text.length > maxBytes) throw new PayloadTooLargeError('body_too_large', `request body exceeds the ${maxBytes}-byte limit`, { limit: maxBytes });
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new InvalidRequestError('invalid_json', `request body is not valid JSON: ${(e as Error).message}`);
-  }
+  const bytes = await readBodyBytes(c.req.raw, maxBytes);
+  return parseJsonText(new TextDecoder().decode(bytes));
 }
 
 /** `json` checked against `schema`: `400 unknown_field` first, else `400 invalid_request` naming the first bad field. */

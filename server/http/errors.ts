@@ -6,6 +6,7 @@ import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import {
   AuthError,
+  ForbiddenError,
   CancelledError,
   GpuError,
   InvalidRequestError,
@@ -20,6 +21,7 @@ import {
 export function statusOf(e: unknown): ContentfulStatusCode {
   if (e instanceof InvalidRequestError) return 400;
   if (e instanceof AuthError) return 401;
+  if (e instanceof ForbiddenError) return 403;
   if (e instanceof NotFoundError) return 404;
   if (e instanceof PayloadTooLargeError) return 413;
   if (e instanceof ModelFormatError || e instanceof UnsupportedModelError) return 422;

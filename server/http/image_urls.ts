@@ -2,21 +2,28 @@
  * Server-side resolution of the images of a prompt's `<image:URL>` tags into
  * bytes, before the request goes to a reader: `data:image/...;base64,` URLs are
  * decoded; http(s) URLs are fetched (when `image_fetch` is on) with a timeout,
- * a byte limit enforced while streaming, at most 3 redirects, and — unless
- * `image_fetch_allow_private` — refusing hosts that are or resolve to loopback,
- * private, link-local, CGNAT or unspecified addresses (checked again on every
- * redirect; a DNS answer that changes between the check and the connect is not
- * caught). The tags are rewritten to `<image:#k>`, so the prompt that travels on
- * and counts against WEFT_MAX_PROMPT_STRING_BYTES no longer holds the data.
+ * a byte limit enforced while streaming and at most 3 redirects. Unless
+ * `image_fetch_allow_private`, every hop's host is resolved once, each address
+ * checked (server/http/ip_ranges.ts: every IPv4/IPv6 form, loopback, private,
+ * link-local, metadata, CGNAT, multicast, unspecified) and the connection made
+ * to a checked address (the socket's `lookup` answers with the checked list, so
+ * a DNS answer that changes between check and connect is never used).
+ * Addresses in `image_fetch_allow_addresses` are allowed (a trusted image host).
  *
  * Errors are 400 InvalidRequestError with stable codes: too_many_images,
- * invalid_image_url, invalid_image, image_too_large, image_fetch_disabled,
- * image_url_forbidden, image_fetch_failed.
+ * invalid_image_url, invalid_image, image_too_large (inline), image_fetch_disabled,
+ * image_url_forbidden (refused before any connection), image_fetch_failed. Once a
+ * connection is attempted, every failure (refused, timeout, HTTP status,
+ * redirect to a refused address, over the byte limit) is the same
+ * image_fetch_failed with the same message: the target's answer is not revealed.
  */
 import { lookup } from 'node:dns/promises';
-import { isIP } from 'node:net';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
 import { InvalidRequestError } from '../../core/errors.ts';
 import { dataUrlBytes, imageUrls, mapImageTags } from '../../core/images/prompt.ts';
+import { ipBytes, isForbiddenAddress } from './ip_ranges.ts';
 
 export interface ImageFetchConfig {
   /** Largest image, bytes (encoded). */
@@ -28,89 +35,112 @@ export interface ImageFetchConfig {
   fetch: boolean;
   /** Allow loopback / private / link-local targets (tests, trusted networks). */
   allowPrivate: boolean;
+  /** IP addresses allowed although in a refused range (exact match after normalisation). */
+  allowAddresses?: readonly string[];
+  /** Host name -> addresses (default: the system resolver, every address). */
+  resolve?: (host: string) => Promise<string[]>;
 }
 
 const bad = (code: string, message: string, details?: Record<string, unknown>): InvalidRequestError => new InvalidRequestError(code, message, { field: 'text', ...details });
 
-/** Loopback, private, link-local, CGNAT, unspecified, multicast and reserved ranges (v4 and v6, v4-mapped). */
-export function isPrivateAddress(ip: string): boolean {
-  const v4 = ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
-  if (isIP(v4) === 4) {
-    const [a, b] = v4.split('.').map(Number) as [number, number];
-    return a === 0 || a === 10 || a === 127 || a >= 224 || (a === 100 && b >= 64 && b < 128) || (a === 169 && b === 254) || (a === 172 && b >= 16 && b < 32) || (a === 192 && b === 168);
-  }
-  const s = ip.toLowerCase();
-  return s === '::' || s === '::1' || /^f[cd]/.test(s) || /^fe[89ab]/.test(s) || s.startsWith('ff');
-}
+const FORBIDDEN = Symbol('forbidden');
+const key = (ip: string): string => (ipBytes(ip) ?? []).join('.');
 
-async function checkHost(url: URL, cfg: ImageFetchConfig): Promise<void> {
-  if (cfg.allowPrivate) return;
+/** The addresses `url`'s host stands for, every one allowed, else FORBIDDEN; null when it does not resolve. */
+async function checkedAddresses(url: URL, cfg: ImageFetchConfig): Promise<string[] | null | typeof FORBIDDEN> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addrs: string[];
-  if (isIP(host)) addrs = [host];
+  if (ipBytes(host)) addrs = [host];
   else {
     try {
-      addrs = (await lookup(host, { all: true })).map((a) => a.address);
-    } catch (e) {
-      throw bad('image_fetch_failed', `cannot resolve ${host}: ${(e as Error).message}`, { url: url.href });
+      addrs = cfg.resolve ? await cfg.resolve(host) : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+    } catch {
+      return null;
     }
+    if (!addrs.length) return null;
   }
-  if (addrs.some(isPrivateAddress)) {
-    throw bad('image_url_forbidden', `image URLs on loopback or private addresses are refused (${host}); set image_fetch_allow_private to allow them`, { url: url.href });
+  if (cfg.allowPrivate) return addrs;
+  const allowed = new Set((cfg.allowAddresses ?? []).map(key));
+  return addrs.every((a) => ipBytes(a) !== null && (allowed.has(key(a)) || !isForbiddenAddress(a))) ? addrs : FORBIDDEN;
+}
+
+/** A `lookup` that answers with the already-checked addresses only (no second DNS query). */
+function pinned(addrs: string[]): LookupFunction {
+  const list = addrs.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  return ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) => {
+    if (opts?.all) cb(null, list);
+    else cb(null, list[0]!.address, list[0]!.family);
+  }) as unknown as LookupFunction;
+}
+
+class FetchFailed extends Error {}
+
+/** One GET to a checked address; the response, or FetchFailed for any failure. */
+function get(url: URL, addrs: string[], signal: AbortSignal): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method: 'GET', lookup: pinned(addrs), signal, headers: { accept: 'image/png, image/jpeg' } }, resolve);
+    req.on('error', () => reject(new FetchFailed()));
+    req.end();
+  });
+}
+
+async function readBody(res: IncomingMessage, maxBytes: number): Promise<Uint8Array> {
+  const declared = Number(res.headers['content-length'] ?? NaN);
+  if (declared > maxBytes) throw new FetchFailed();
+  const chunks: Buffer[] = [];
+  let n = 0;
+  try {
+    for await (const c of res as AsyncIterable<Buffer>) {
+      n += c.length;
+      if (n > maxBytes) throw new FetchFailed();
+      chunks.push(c);
+    }
+  } catch {
+    throw new FetchFailed();
+  } finally {
+    res.destroy();
   }
+  return new Uint8Array(Buffer.concat(chunks, n));
 }
 
 async function fetchImage(href: string, cfg: ImageFetchConfig): Promise<Uint8Array> {
   if (!cfg.fetch) throw bad('image_fetch_disabled', 'fetching image URLs is disabled on this server (image_fetch); send data URLs', { url: href });
   let url = new URL(href);
+  const failed = (): InvalidRequestError =>
+    bad('image_fetch_failed', `could not fetch an image from ${href} (unreachable, refused, not answered within ${cfg.timeoutMs} ms or ${cfg.maxBytes} bytes, or not a successful answer)`, { url: href });
   const signal = AbortSignal.timeout(cfg.timeoutMs);
   for (let hop = 0; ; hop++) {
-    await checkHost(url, cfg);
-    let res: Response;
+    const addrs = await checkedAddresses(url, cfg);
+    if (addrs === FORBIDDEN && hop === 0) throw bad('image_url_forbidden', `image URLs on loopback, private, link-local or reserved addresses are refused; set image_fetch_allow_private or image_fetch_allow_addresses to allow them`, { url: href });
+    if (addrs === FORBIDDEN || addrs === null) throw failed();
+    let res: IncomingMessage;
     try {
-      res = await fetch(url, { redirect: 'manual', signal, headers: { accept: 'image/png, image/jpeg' } });
-    } catch (e) {
-      const timeout = (e as Error).name === 'TimeoutError' || signal.aborted;
-      throw bad('image_fetch_failed', timeout ? `fetching ${url.href} took longer than ${cfg.timeoutMs} ms` : `fetching ${url.href} failed: ${(e as Error).message}`, { url: url.href });
+      res = await get(url, addrs, signal);
+    } catch {
+      throw failed();
     }
-    if (res.status >= 300 && res.status < 400 && res.headers.get('location')) {
-      await res.body?.cancel();
-      if (hop >= 3) throw bad('image_fetch_failed', `too many redirects fetching ${href}`, { url: href });
-      url = new URL(res.headers.get('location')!, url);
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw bad('image_fetch_failed', `redirect to a non-http URL from ${href}`, { url: href });
+    const status = res.statusCode ?? 0;
+    const location = res.headers.location;
+    if (status >= 300 && status < 400 && location) {
+      res.destroy();
+      if (hop >= 3) throw failed();
+      try {
+        url = new URL(location, url);
+      } catch {
+        throw failed();
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw failed();
       continue;
     }
-    if (!res.ok || !res.body) {
-      await res.body?.cancel();
-      throw bad('image_fetch_failed', `fetching ${url.href} answered HTTP ${res.status}`, { url: url.href, status: res.status });
+    if (status < 200 || status >= 300) {
+      res.destroy();
+      throw failed();
     }
-    const declared = Number(res.headers.get('content-length') ?? NaN);
-    if (declared > cfg.maxBytes) {
-      await res.body.cancel();
-      throw bad('image_too_large', `the image at ${url.href} is ${declared} bytes; the limit is ${cfg.maxBytes}`, { url: url.href, limit: cfg.maxBytes });
-    }
-    const chunks: Uint8Array[] = [];
-    let n = 0;
-    const reader = res.body.getReader();
     try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        n += value.length;
-        if (n > cfg.maxBytes) {
-          await reader.cancel();
-          throw bad('image_too_large', `the image at ${url.href} exceeds ${cfg.maxBytes} bytes`, { url: url.href, limit: cfg.maxBytes });
-        }
-        chunks.push(value);
-      }
-    } catch (e) {
-      if (e instanceof InvalidRequestError) throw e;
-      throw bad('image_fetch_failed', `reading ${url.href} failed: ${(e as Error).message}`, { url: url.href });
+      return await readBody(res, cfg.maxBytes);
+    } catch {
+      throw failed();
     }
-    const out = new Uint8Array(n);
-    let o = 0;
-    for (const c of chunks) out.set(c, (o += c.length) - c.length);
-    return out;
   }
 }
 

@@ -94,10 +94,20 @@ export function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): Set<str
   return out;
 }
 
-/** The `unknown_field` error for zod's unrecognized-keys issue at `path` of a body validated by `schema`. */
-export function unknownFieldError(schema: z.ZodType, path: readonly PropertyKey[], keys: readonly string[]): InvalidRequestError {
+/** Most unknown fields named in one error, and the longest name echoed (characters): the error stays small whatever the request held. */
+export const MAX_LISTED_FIELDS = 16;
+export const MAX_FIELD_NAME = 64;
+
+const clip = (s: string): string => (s.length > MAX_FIELD_NAME ? `${s.slice(0, MAX_FIELD_NAME)}…` : s);
+
+/**
+ * The `unknown_field` error for zod's unrecognized-keys issue at `path` of a body validated by `schema`:
+ * the first MAX_LISTED_FIELDS names (each clipped), `details.count` = how many there were.
+ */
+export function unknownFieldError(schema: z.ZodType, path: readonly PropertyKey[], all: readonly string[]): InvalidRequestError {
   const known = keysAt(schema, path);
-  const at = path.map(String).join('.');
+  const at = clip(path.map(String).join('.'));
+  const keys = all.slice(0, MAX_LISTED_FIELDS).map(clip);
   const fields = keys.map((k) => (at ? `${at}.${k}` : k));
   const suggestions: Record<string, string> = {};
   keys.forEach((k, i) => {
@@ -105,9 +115,11 @@ export function unknownFieldError(schema: z.ZodType, path: readonly PropertyKey[
     if (s) suggestions[fields[i]!] = at ? `${at}.${s}` : s;
   });
   const named = fields.map((f) => (suggestions[f] ? `"${f}" (did you mean "${suggestions[f]}"?)` : `"${f}"`));
-  return new InvalidRequestError('unknown_field', `unknown field${fields.length > 1 ? 's' : ''} ${named.join(', ')}`, {
+  const more = all.length - keys.length;
+  return new InvalidRequestError('unknown_field', `unknown field${all.length > 1 ? 's' : ''} ${named.join(', ')}${more > 0 ? ` and ${more} more` : ''}`, {
     field: fields[0],
     fields,
+    ...(more > 0 ? { count: all.length } : {}),
     ...(Object.keys(suggestions).length ? { suggestions } : {}),
   });
 }

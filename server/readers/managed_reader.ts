@@ -30,6 +30,8 @@ export class ManagedReader {
   draining = false;
   /** Started by the scaler (scale-up or cold start), not by an entry or PUT /models. */
   autoscaled = false;
+  /** Started at run time (PUT /models): its failure is reported but does not make the server unhealthy. */
+  runtime = false;
   /** Date.now() when the reader was last picked for a request or its last request finished (or it started). */
   idleSince = Date.now();
   private inFlightCount = 0;

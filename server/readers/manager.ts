@@ -245,18 +245,25 @@ export class ReaderManager {
    * Healthy: every group is. A group is healthy when it has a ready reader and
    * every reader it was given (not the scaler's extra replicas, still loading)
    * is ready; a group that may scale to zero is healthy by design whenever no
-   * replica failed, also with none running or one cold-starting.
+   * replica failed, also with none running or one cold-starting. Readers
+   * started at run time (PUT /models) are left out while not ready: a failed
+   * or loading one is reported (/reader_groups, /status) but does not make a
+   * serving server unhealthy; with no other reader, a ready one is needed.
    */
   get allReady(): boolean {
     const groups = this.groups();
     if (groups.size === 0) return false;
-    for (const [name, list] of groups) {
+    let counted = 0;
+    for (const [name, all] of groups) {
+      const list = all.filter((r) => !r.runtime || r.ready);
+      if (list.length === 0) continue;
+      counted++;
       const policy = this.meta.get(name)?.policy;
       if (policy && policy.minReplicas === 0) {
         if (list.some((r) => r.state === 'failed')) return false;
       } else if (!list.some((r) => r.ready) || !list.every((r) => r.ready || r.autoscaled)) return false;
     }
-    return true;
+    return counted > 0;
   }
 
   /** Waits until every reader settled (ready or failed), at most `ms`. */

@@ -94,7 +94,7 @@ export async function run(input: IdbInput): Promise<IdbOutput> {
       topK: input.query.topK,
       categories: input.query.categories,
       owners: input.query.owners,
-      viewer: { owner: null, enforce: false },
+      viewer: { owners: [], enforce: false },
     });
     out.hits = hits.map((h) => ({ docId: h.document.docId, index: h.chunk.index, text: h.chunk.text, score: h.score }));
     out.stateCounts = await store.stateCounts();

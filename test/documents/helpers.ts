@@ -106,15 +106,15 @@ export interface DocumentsApp {
 }
 
 /** A service without readers and an app with the document routes (auth on when `apiKeys` is given). */
-export async function documentsApp(opts: MountOptions & { apiKeys?: string[] } = {}): Promise<DocumentsApp> {
-  const { apiKeys = [], ...mount } = opts;
-  const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true, apiKeys } }));
+export async function documentsApp(opts: MountOptions & { apiKeys?: string[]; apiKeyOwners?: Record<string, string[]> } = {}): Promise<DocumentsApp> {
+  const { apiKeys = [], apiKeyOwners = {}, ...mount } = opts;
+  const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true, apiKeys, apiKeyOwners } }));
   const inner = new Hono();
   const docs = mountDocuments(inner, svc, undefined, { env: {}, pgliteTemplate: await pgliteTemplate(), ...mount, config: { dataDir: 'memory://', ...mount.config } });
   const app = new Hono();
   app.onError(onError(svc.log));
   app.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
-  app.use('*', bearerAuth(apiKeys));
+  app.use('*', bearerAuth(apiKeys, apiKeyOwners));
   app.route('/', inner);
   return { app, docs, svc, close: () => svc.close() };
 }

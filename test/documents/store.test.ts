@@ -157,9 +157,9 @@ describe.each(backends)('SqlDocumentStore on $name', (backend) => {
     const bob = await ready(doc({ name: 'bob', owners: ['bob', 'zed'] }), [unit(0.5, 0.5, 0, 0)]);
     await store.insert([doc({ name: 'queued' })]); // not ready: never a hit
     const q: { vector: Float32Array; topK: number; categories: string[] | null; owners: string[] | null } = { vector: unit(1, 0, 0, 0), topK: 10, categories: null, owners: null };
-    const names = async (over: Partial<typeof q> & { viewer?: { owner: string | null; enforce: boolean } }): Promise<string[]> =>
-      (await store.search({ ...q, viewer: { owner: null, enforce: false }, ...over })).map((h) => `${h.document.name}#${h.chunk.index}`);
-    const all = await store.search({ ...q, viewer: { owner: null, enforce: false } });
+    const names = async (over: Partial<typeof q> & { viewer?: { owners: string[]; enforce: boolean } }): Promise<string[]> =>
+      (await store.search({ ...q, viewer: { owners: [], enforce: false }, ...over })).map((h) => `${h.document.name}#${h.chunk.index}`);
+    const all = await store.search({ ...q, viewer: { owners: [], enforce: false } });
     expect(all.map((h) => `${h.document.name}#${h.chunk.index}`)).toEqual(['public#0', 'alice#0', 'bob#0', 'public#1']);
     expect(all[0]!.score).toBeCloseTo(1, 5);
     expect(all[3]!.score).toBeCloseTo(0, 5);
@@ -167,9 +167,9 @@ describe.each(backends)('SqlDocumentStore on $name', (backend) => {
     expect(await names({ topK: 2 })).toEqual(['public#0', 'alice#0']);
     expect(await names({ categories: ['geo'] })).toEqual(['public#0', 'public#1']);
     expect(await names({ owners: ['zed', 'nobody'] })).toEqual(['bob#0']);
-    expect(await names({ viewer: { owner: 'alice', enforce: true } })).toEqual(['public#0', 'alice#0', 'public#1']);
-    expect(await names({ viewer: { owner: null, enforce: true } })).toEqual(['public#0', 'public#1']);
-    expect(await names({ owners: ['bob'], viewer: { owner: 'alice', enforce: true } })).toEqual([]);
+    expect(await names({ viewer: { owners: ['alice'], enforce: true } })).toEqual(['public#0', 'alice#0', 'public#1']);
+    expect(await names({ viewer: { owners: [], enforce: true } })).toEqual(['public#0', 'public#1']);
+    expect(await names({ owners: ['bob'], viewer: { owners: ['alice'], enforce: true } })).toEqual([]);
     expect(await store.delete(alice)).toBe(true);
     expect(await store.chunks(alice)).toEqual([]);
     expect(await names({})).toEqual(['public#0', 'bob#0', 'public#1']);

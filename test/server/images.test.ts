@@ -10,7 +10,7 @@
  * place of a data URL gives the same; /image_generate_stream streams the same
  * tokens as SSE frames; a list of prompts; OpenAI chat with image_url parts; bad
  * input gets 400 with stable codes (invalid_image, invalid_image_url,
- * image_fetch_failed for a 404 and for a timeout, image_too_large, too_many_images,
+ * image_fetch_failed for a 404, a timeout and an oversized answer, image_too_large (inline), too_many_images,
  * image_count_mismatch does not arise through HTTP, images_not_supported on the
  * text group, image_url_forbidden without the private flag); /generate treats
  * tags as plain text; the OpenAPI document lists both routes.
@@ -150,7 +150,7 @@ describe('image-to-text over HTTP', () => {
       ['<image:data:image/png;base64,@@@> hi', 'invalid_image_url'],
       ['<image:ftp://example.com/x.png> hi', 'invalid_image_url'],
       [`<image:${img}/missing.png> hi`, 'image_fetch_failed'],
-      [`<image:${img}/huge> hi`, 'image_too_large'],
+      [`<image:${img}/huge> hi`, 'image_fetch_failed'],
       [`<image:${img}/hang> hi`, 'image_fetch_failed'],
       [`<image:data:image/png;base64,${Buffer.alloc(210_000).toString('base64')}> hi`, 'image_too_large'],
       [promptWith([dataUrl('image_a.png'), dataUrl('image_b.png')]) + ' <image:#0> <image:#1>', 'too_many_images'],
