@@ -33,6 +33,12 @@ export interface ServiceConfig {
   kvstoreMaxMemory: number;
   /** Bound on one prompt string, bytes. */
   maxPromptStringBytes: number;
+  /** Bound on the text of one /tokenize call, bytes (tokenizing runs on the reader's thread). */
+  maxTokenizeBytes: number;
+  /** Most ms one constraint (json_schema, regex) may take to compile on a reader. */
+  constraintCompileMillis: number;
+  /** Generation admission: longest expected wait in a reader's queue, ms; past it, 503 overloaded with Retry-After. */
+  maxQueueWaitMillis: number;
   /** Image-to-text: largest image (encoded bytes), most images per prompt, http(s) fetching and its timeout, private targets. */
   imageMaxBytes: number;
   imageMaxCount: number;
@@ -82,6 +88,9 @@ export const DEFAULTS: ServiceConfig = {
   readers: [],
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
+  maxTokenizeBytes: 128 * 1024,
+  constraintCompileMillis: 500,
+  maxQueueWaitMillis: 10_000,
   imageMaxBytes: 10e6,
   imageMaxCount: 8,
   imageFetch: true,
@@ -118,6 +127,9 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   readers: 'array',
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',
+  maxTokenizeBytes: 'bytes',
+  constraintCompileMillis: 'int',
+  maxQueueWaitMillis: 'int',
   imageMaxBytes: 'bytes',
   imageMaxCount: 'int',
   imageFetch: 'bool',

@@ -71,9 +71,10 @@ export class Service {
 
   /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */
   withReaderDefaults(spec: ReaderSpec): ReaderSpec {
-    const { maxBatchSize, batchDurationMillis } = this.config;
+    const { maxBatchSize, batchDurationMillis, constraintCompileMillis } = this.config;
     return {
       ...spec,
+      constraintCompileMillis: spec.constraintCompileMillis ?? constraintCompileMillis,
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };

@@ -52,7 +52,7 @@ export class LocalReader implements ReaderApi {
     let constraint;
     if (req.constraint) {
       if (!this.compileConstraint) throw new InvalidRequestError('constraints_unsupported', 'this reader cannot apply structured-output constraints');
-      constraint = this.compileConstraint(req.constraint);
+      constraint = this.compileConstraint(req.constraint, signal);
     }
     const { prompt, fallback } = this.promptOf(req);
     // A model's own chat template already emits its special tokens; a

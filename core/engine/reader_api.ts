@@ -163,7 +163,7 @@ export interface EncoderReaderApi extends BaseReaderApi {
 export type AnyReaderApi = ReaderApi | EncoderReaderApi;
 
 /** Compiles a constraint request into a fresh per-request TokenConstraint. */
-export type ConstraintCompiler = (c: ConstraintRequest) => TokenConstraint;
+export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
 
 export function validateRequest(req: GenerateRequest): void {
   const intField = (v: unknown, name: string, min: number, max = 1 << 30): void => {

@@ -125,6 +125,11 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({ method: 'post', path: '/tokenize/{reader_id}', summary: 'Tokenize text with a live reader', body: S.TokenizeBody, response: S.TokenizeResponse });
   app.post('/tokenize/:reader_id', async (c) => {
     const body = await parseBody(c, S.TokenizeBody, maxBody);
+    const bytes = Buffer.byteLength(body.text, 'utf8');
+    if (bytes > svc.config.maxTokenizeBytes) {
+      // Tokenizing runs on the reader's thread, between generation steps: a bounded input keeps the stall bounded.
+      throw new PayloadTooLargeError('input_too_large', `the text is ${bytes} bytes; the limit is ${svc.config.maxTokenizeBytes} (WEFT_MAX_TOKENIZE_BYTES)`, { limit: svc.config.maxTokenizeBytes, bytes });
+    }
     const r = await svc.readers.api(c.req.param('reader_id')).tokenize(body.text, { addSpecialTokens: body.add_special_tokens ?? true });
     return c.json({ tokens: r.ids, token_strings: r.tokens });
   });

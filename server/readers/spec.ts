@@ -44,6 +44,8 @@ export interface ReaderSpec {
   remote?: string;
   /** Shared token for `remote` (default: WEFT_READER_TOKEN). */
   remoteToken?: string;
+  /** Most ms one constraint may take to compile on this reader (server-wide `constraint_compile_millis`). */
+  constraintCompileMillis?: number;
   /** Scaling fields given with this entry; they set its consumer group's policy (scaling.ts). */
   scaling?: Partial<ScalingPolicy>;
 }
