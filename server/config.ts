@@ -39,6 +39,8 @@ export interface ServiceConfig {
   constraintCompileMillis: number;
   /** Generation admission: longest expected wait in a reader's queue, ms; past it, 503 overloaded with Retry-After. */
   maxQueueWaitMillis: number;
+  /** A reader whose work has not advanced for this long while requests wait on it is unhealthy, ms. */
+  readerStallMillis: number;
   /** Image-to-text: largest image (encoded bytes), most images per prompt, http(s) fetching and its timeout, private targets. */
   imageMaxBytes: number;
   imageMaxCount: number;
@@ -91,6 +93,7 @@ export const DEFAULTS: ServiceConfig = {
   maxTokenizeBytes: 128 * 1024,
   constraintCompileMillis: 500,
   maxQueueWaitMillis: 10_000,
+  readerStallMillis: 30_000,
   imageMaxBytes: 10e6,
   imageMaxCount: 8,
   imageFetch: true,
@@ -130,6 +133,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   maxTokenizeBytes: 'bytes',
   constraintCompileMillis: 'int',
   maxQueueWaitMillis: 'int',
+  readerStallMillis: 'int',
   imageMaxBytes: 'bytes',
   imageMaxCount: 'int',
   imageFetch: 'bool',

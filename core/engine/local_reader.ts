@@ -27,6 +27,7 @@ export class LocalReader implements ReaderApi {
       contextLength: engine.opts.scheduler.maxContext,
       vocabSize: cfg.vocabSize,
       hasChatTemplate: tokenizer.hasChatTemplate,
+      capacity: { maxSeqs: engine.opts.scheduler.maxSeqs, kvTokens: engine.runner.kv.numBlocks * engine.runner.kv.blockSize },
       ...(this.loaded.vision ? { imageInput: true } : {}),
     };
   }

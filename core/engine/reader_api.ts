@@ -84,6 +84,8 @@ export interface ReaderInfo {
   speculative?: { assistantModel: string; tokens: number; active: boolean; reason?: string };
   /** Encoders with a classifier head: class names by index. */
   labels?: string[];
+  /** Generative readers: sequences stepped together and tokens the KV pool holds (admission control). */
+  capacity?: { maxSeqs: number; kvTokens: number };
 }
 
 export interface ReaderStats {

@@ -16,6 +16,7 @@ import { parseWhitespace } from '../../core/structured/index.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
+import { type ManagedReader, PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
 import { encoderRoutes } from './encoders.ts';
 import { imageRoutes } from './images.ts';
@@ -173,7 +174,11 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
 export async function healthz(c: Context, svc: Service): Promise<Response> {
   const wait = Math.min(Number(c.req.query('wait') ?? '0') || 0, svc.config.healthWaitMax);
   if (wait > 0 && !svc.readers.allReady) await svc.readers.waitSettled(wait * 1000);
-  const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state }));
-  const ok = svc.readers.allReady;
-  return c.json({ status: ok ? 'ok' : 'loading', readers }, ok ? 200 : 503);
+  // Probe every ready reader (bounded wait): a reader whose work has not advanced for reader_stall_millis is unhealthy.
+  await Promise.all(svc.readers.all().map((r) => r.statsWithin(PROBE_MS)));
+  const stalled = (r: ManagedReader): boolean => r.ready && r.stalledMs() > svc.config.readerStallMillis;
+  const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state, ...(stalled(r) ? { stalled_ms: r.stalledMs() } : {}) }));
+  const unhealthy = svc.readers.all().some(stalled);
+  const ok = svc.readers.allReady && !unhealthy;
+  return c.json({ status: ok ? 'ok' : unhealthy ? 'unhealthy' : 'loading', readers }, ok ? 200 : 503);
 }

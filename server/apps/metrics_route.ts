@@ -5,6 +5,7 @@
  */
 import type { Hono } from 'hono';
 import { decodePathMetrics, gauge, speculativeMetrics } from '../metrics.ts';
+import { PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
 
 export function metricsRoute(app: Hono, svc: Service): void {
@@ -12,7 +13,7 @@ export function metricsRoute(app: Hono, svc: Service): void {
   const lastBusy = new Map<string, { ms: number; at: number }>();
   app.get('/metrics', async (c) => {
     const readers = svc.readers.all();
-    const stats = await Promise.all(readers.map(async (r) => ({ r, s: r.ready && r.api ? await r.api.stats().catch(() => null) : null })));
+    const stats = await Promise.all(readers.map(async (r) => ({ r, s: (await r.statsWithin(PROBE_MS)).stats }))); // bounded wait: a busy reader gives its last known figures
     const lbl = (id: string, group: string): Record<string, string> => ({ reader_id: id, consumer_group: group });
     const per = (f: (s: NonNullable<(typeof stats)[number]['s']>) => number): [Record<string, string>, number][] =>
       stats.filter((x) => x.s).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), f(x.s!)]);
