@@ -90,7 +90,7 @@ export const DEFAULTS: ServiceConfig = {
   readers: [],
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
-  maxTokenizeBytes: 128 * 1024,
+  maxTokenizeBytes: 64 * 1024,
   constraintCompileMillis: 500,
   maxQueueWaitMillis: 10_000,
   readerStallMillis: 30_000,
