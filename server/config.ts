@@ -91,7 +91,7 @@ export const DEFAULTS: ServiceConfig = {
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
   maxTokenizeBytes: 64 * 1024,
-  constraintCompileMillis: 500,
+  constraintCompileMillis: 1000,
   maxQueueWaitMillis: 10_000,
   readerStallMillis: 30_000,
   imageMaxBytes: 10e6,

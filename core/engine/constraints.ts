@@ -27,7 +27,8 @@ export interface CompileLimits {
   burstMillis: number;
 }
 
-export const DEFAULT_COMPILE_LIMITS: CompileLimits = { requestMillis: 500, readerShare: 0.25, burstMillis: 2000 };
+/** What server readers use unless configured (server/config.ts `constraint_compile_millis`). */
+export const DEFAULT_COMPILE_LIMITS: CompileLimits = { requestMillis: 1000, readerShare: 0.25, burstMillis: 4000 };
 
 function specOf(c: ConstraintRequest): ConstraintSpec {
   if (c.kind === 'json_schema') return { kind: 'json_schema', schema: c.schema };
@@ -55,10 +56,13 @@ class CompileBucket {
   }
 }
 
+const UNLIMITED: CompileLimits = { requestMillis: Infinity, readerShare: 1, burstMillis: Infinity };
+
 /** Below this many ms left in the reader's bucket a compile is not started. */
 const MIN_COMPILE_MS = 5;
 
-export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = DEFAULT_COMPILE_LIMITS): ConstraintCompiler {
+/** `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply. */
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED): ConstraintCompiler {
   const words = Math.ceil(modelVocab / 32);
   const bucket = new CompileBucket(limits);
   return (c, signal): TokenConstraint => {

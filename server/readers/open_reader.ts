@@ -67,7 +67,7 @@ export async function openReader(
       { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend, ...(speculative ? { speculative } : {}) },
       constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize, {
         ...DEFAULT_COMPILE_LIMITS,
-        ...(spec.constraintCompileMillis !== undefined ? { requestMillis: spec.constraintCompileMillis, burstMillis: Math.max(DEFAULT_COMPILE_LIMITS.burstMillis, 4 * spec.constraintCompileMillis) } : {}),
+        ...(spec.constraintCompileMillis !== undefined ? { requestMillis: spec.constraintCompileMillis, burstMillis: 4 * spec.constraintCompileMillis } : {}),
       }),
     );
     if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;
