@@ -40,6 +40,8 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_gpu_busy_seconds_total', 'GPU time spent in engine steps (timestamp queries; absent where unsupported).', per((s) => (s.gpuBusyMs ?? NaN) / 1000).filter(([, v]) => !Number.isNaN(v))) +
       gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +
       gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]) +
+      gauge('weft_reader_stalled_seconds', 'How long work has waited on the reader without progress (0 when none waits).', readers.filter((r) => r.ready).map((r) => [lbl(r.readerId, r.spec.consumerGroup), r.stalledMs() / 1000])) +
+      gauge('weft_reader_reserved_tokens', 'Tokens (prompt + capped max_new_tokens) admitted to the reader.', readers.filter((r) => r.ready && r.info?.capacity).map((r) => [lbl(r.readerId, r.spec.consumerGroup), svc.admission.reservedTokens(r)])) +
       svc.readers.renderMetrics() +
       decodePathMetrics(stats.filter((x) => x.s?.decodePaths).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), x.s!.decodePaths!])) +
       speculativeMetrics(stats.filter((x) => x.s?.draftTokensProposed !== undefined).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), { proposed: x.s!.draftTokensProposed!, accepted: x.s!.draftTokensAccepted ?? 0 }]));

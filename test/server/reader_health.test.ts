@@ -64,6 +64,8 @@ describe('reader health', () => {
     const metrics = await timed('/metrics');
     expect(metrics.status).toBe(200);
     expect(metrics.ms).toBeLessThan(3000);
+    const stalled = new RegExp(`weft_reader_stalled_seconds\\{[^}]*reader_id="${readerId}"[^}]*\\} ([0-9.]+)`).exec(metrics.body);
+    expect(Number(stalled?.[1])).toBeGreaterThan(1);
 
     expect((await tokenize).status).toBe(200);
     expect((await waiting).status).toBe(200);
