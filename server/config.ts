@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { InvalidRequestError } from '../core/errors.ts';
 import { parseBytes } from '../core/engine/sizes.ts';
+import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import { MAX_SPECULATIVE_TOKENS } from '../core/engine/speculative.ts';
 import { checkDocumentsSection } from './documents/config.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
@@ -91,7 +92,7 @@ export const DEFAULTS: ServiceConfig = {
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
   maxTokenizeBytes: 64 * 1024,
-  constraintCompileMillis: 1000,
+  constraintCompileMillis: DEFAULT_COMPILE_LIMITS.requestMillis,
   maxQueueWaitMillis: 10_000,
   readerStallMillis: 30_000,
   imageMaxBytes: 10e6,
@@ -240,12 +241,14 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   }
   Object.assign(cfg, src.overrides ?? {});
   const out = cfg as unknown as ServiceConfig;
-  const range = (key: 'maxBatchSize' | 'batchDurationMillis', min: number, max: number): void => {
+  const range = (key: 'maxBatchSize' | 'batchDurationMillis' | 'constraintCompileMillis' | 'readerStallMillis', min: number, max: number): void => {
     const v = out[key];
     if (v !== null && (v < min || v > max)) throw new InvalidRequestError('invalid_config', `config ${snake(key)}: expected an integer in [${min}, ${max}], got ${v}`, { key: snake(key) });
   };
   range('maxBatchSize', 1, 256);
   range('batchDurationMillis', 0, 60_000);
+  range('constraintCompileMillis', 1, 600_000);
+  range('readerStallMillis', 1000, 3_600_000);
   const k = out.speculativeTokens;
   if (k !== null && (k < 1 || k > MAX_SPECULATIVE_TOKENS)) {
     throw new InvalidRequestError('invalid_config', `config speculative_tokens: expected an integer in [1, ${MAX_SPECULATIVE_TOKENS}], got ${k}`, { key: 'speculative_tokens' });

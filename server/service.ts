@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CancelledError, UnavailableError } from '../core/errors.ts';
+import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import type { GenerationEvent } from '../core/engine/engine.ts';
 import type { EncoderReaderApi, GenerateRequest, ReaderType } from '../core/engine/reader_api.ts';
 import type { ServiceConfig } from './config.ts';
@@ -72,12 +73,13 @@ export class Service {
     for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
   }
 
-  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */
+  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) and compile budget where it sets none. */
   withReaderDefaults(spec: ReaderSpec): ReaderSpec {
     const { maxBatchSize, batchDurationMillis, constraintCompileMillis } = this.config;
     return {
       ...spec,
-      constraintCompileMillis: spec.constraintCompileMillis ?? constraintCompileMillis,
+      // Only a configured budget travels with the spec; readers default to the same value themselves.
+      ...(spec.constraintCompileMillis === undefined && constraintCompileMillis !== DEFAULT_COMPILE_LIMITS.requestMillis ? { constraintCompileMillis } : {}),
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };
