@@ -69,7 +69,8 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
     const left = bucket.available();
     if (left < MIN_COMPILE_MS) {
       const wait = Math.ceil((MIN_COMPILE_MS - left) / limits.readerShare / 1000);
-      throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', Math.max(1, wait));
+      const retryAfter = Math.max(1, wait);
+      throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', retryAfter, { reason: 'compile_budget', retry_after: retryAfter });
     }
     const t0 = performance.now();
     let state;
@@ -80,7 +81,7 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
     } catch (e) {
       // Cut short by the reader's bucket rather than the request's own budget: busy, not too complex.
       if (e instanceof InvalidRequestError && e.code === 'constraint_too_complex' && millis < limits.requestMillis && /took more than/.test(e.message)) {
-        throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', 1);
+        throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', 1, { reason: 'compile_budget', retry_after: 1 });
       }
       throw e;
     } finally {

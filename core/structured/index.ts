@@ -11,6 +11,8 @@
  * cached per vocabulary object in an LRU keyed by backend, whitespace mode and
  * the canonical JSON of the constraint; `start()` gives fresh decoding state.
  * Every failure is an InvalidRequestError — never a silently unconstrained run.
+ * A compile may carry a work budget (time, cancellation; budget.ts): past it,
+ * or past the automaton state limits, `constraint_too_complex`.
  */
 import type { TokenConstraint } from '../engine/engine.ts';
 import { CancelledError, InvalidRequestError } from '../errors.ts';
