@@ -142,7 +142,11 @@ const CLASSES: Record<string, new (code: string, message: string, details?: Reco
 /** Rebuilds an error from its plain form, keeping its class where it matters for status mapping. */
 export function errorFromJSON(j: ErrorJSON): WeftError {
   if (j.name === 'CancelledError') return new CancelledError(j.message);
-  if (j.name === 'UnavailableError') return new UnavailableError(j.code, j.message, 1, j.details);
+  if (j.name === 'UnavailableError') {
+    // Retry-After crosses a worker or network boundary as details.retry_after (seconds).
+    const ra = j.details?.retry_after;
+    return new UnavailableError(j.code, j.message, typeof ra === 'number' && ra >= 1 ? Math.ceil(ra) : 1, j.details);
+  }
   const C = CLASSES[j.name];
   if (C) return new C(j.code, j.message, j.details);
   // GPU, model and other errors keep their code; the class becomes the generic one.

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { InvalidRequestError } from '../core/errors.ts';
 import { parseBytes } from '../core/engine/sizes.ts';
+import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import { MAX_SPECULATIVE_TOKENS } from '../core/engine/speculative.ts';
 import { checkDocumentsSection } from './documents/config.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
@@ -33,6 +34,14 @@ export interface ServiceConfig {
   kvstoreMaxMemory: number;
   /** Bound on one prompt string, bytes. */
   maxPromptStringBytes: number;
+  /** Bound on the text of one /tokenize call, bytes (tokenizing runs on the reader's thread). */
+  maxTokenizeBytes: number;
+  /** Most ms one constraint (json_schema, regex) may take to compile on a reader. */
+  constraintCompileMillis: number;
+  /** Generation admission: longest expected wait in a reader's queue, ms; past it, 503 overloaded with Retry-After. */
+  maxQueueWaitMillis: number;
+  /** A reader whose work has not advanced for this long while requests wait on it is unhealthy, ms. */
+  readerStallMillis: number;
   /** Image-to-text: largest image (encoded bytes), most images per prompt, http(s) fetching and its timeout, private targets. */
   imageMaxBytes: number;
   imageMaxCount: number;
@@ -86,6 +95,10 @@ export const DEFAULTS: ServiceConfig = {
   readers: [],
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
+  maxTokenizeBytes: 64 * 1024,
+  constraintCompileMillis: DEFAULT_COMPILE_LIMITS.requestMillis,
+  maxQueueWaitMillis: 10_000,
+  readerStallMillis: 30_000,
   imageMaxBytes: 10e6,
   imageMaxCount: 8,
   imageFetch: true,
@@ -124,6 +137,10 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   readers: 'array',
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',
+  maxTokenizeBytes: 'bytes',
+  constraintCompileMillis: 'int',
+  maxQueueWaitMillis: 'int',
+  readerStallMillis: 'int',
   imageMaxBytes: 'bytes',
   imageMaxCount: 'int',
   imageFetch: 'bool',
@@ -245,12 +262,14 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   }
   Object.assign(cfg, src.overrides ?? {});
   const out = cfg as unknown as ServiceConfig;
-  const range = (key: 'maxBatchSize' | 'batchDurationMillis', min: number, max: number): void => {
+  const range = (key: 'maxBatchSize' | 'batchDurationMillis' | 'constraintCompileMillis' | 'readerStallMillis', min: number, max: number): void => {
     const v = out[key];
     if (v !== null && (v < min || v > max)) throw new InvalidRequestError('invalid_config', `config ${snake(key)}: expected an integer in [${min}, ${max}], got ${v}`, { key: snake(key) });
   };
   range('maxBatchSize', 1, 256);
   range('batchDurationMillis', 0, 60_000);
+  range('constraintCompileMillis', 1, 600_000);
+  range('readerStallMillis', 1000, 3_600_000);
   const k = out.speculativeTokens;
   if (k !== null && (k < 1 || k > MAX_SPECULATIVE_TOKENS)) {
     throw new InvalidRequestError('invalid_config', `config speculative_tokens: expected an integer in [1, ${MAX_SPECULATIVE_TOKENS}], got ${k}`, { key: 'speculative_tokens' });

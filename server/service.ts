@@ -9,21 +9,23 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CancelledError, UnavailableError } from '../core/errors.ts';
+import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import type { GenerationEvent } from '../core/engine/engine.ts';
 import type { EncoderReaderApi, GenerateRequest, ReaderType } from '../core/engine/reader_api.ts';
 import type { ServiceConfig } from './config.ts';
+import { Admission, cappedTokens } from './admission.ts';
 import { createLogger, type Logger } from './log.ts';
-import type { ManagedReader } from './readers/managed_reader.ts';
+import { type ManagedReader, PROBE_MS } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
-/** Rough bytes a request holds while queued and until its response is sent. */
-function requestBytes(req: GenerateRequest): number {
+/** Rough bytes a request holds while queued and until its response is sent; `newTokens` is max_new_tokens capped by the context. */
+function requestBytes(req: GenerateRequest, newTokens: number): number {
   const prompt = typeof req.prompt === 'string' ? req.prompt.length * 2 : JSON.stringify(req.prompt).length * 2;
-  return 1024 + prompt + (req.maxNewTokens ?? 128) * 16 + (req.constraint ? JSON.stringify(req.constraint).length * 2 : 0);
+  return 1024 + prompt + newTokens * 16 + (req.constraint ? JSON.stringify(req.constraint).length * 2 : 0);
 }
 
 export class Service {
@@ -34,6 +36,8 @@ export class Service {
   private readonly inFlight = new Map<string, { reader: ManagedReader; ac: AbortController }>();
   /** Bytes reserved by requests in flight (bounded by kvstoreMaxMemory). */
   reservedBytes = 0;
+  /** Per-reader admission by KV pool and expected queue wait (admission.ts). */
+  readonly admission = new Admission(() => this.config.maxQueueWaitMillis);
 
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
@@ -69,11 +73,13 @@ export class Service {
     for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
   }
 
-  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */
+  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) and compile budget where it sets none. */
   withReaderDefaults(spec: ReaderSpec): ReaderSpec {
-    const { maxBatchSize, batchDurationMillis } = this.config;
+    const { maxBatchSize, batchDurationMillis, constraintCompileMillis } = this.config;
     return {
       ...spec,
+      // Only a configured budget travels with the spec; readers default to the same value themselves.
+      ...(spec.constraintCompileMillis === undefined && constraintCompileMillis !== DEFAULT_COMPILE_LIMITS.requestMillis ? { constraintCompileMillis } : {}),
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };
@@ -101,9 +107,18 @@ export class Service {
    */
   async startGeneration(group: string | undefined, req: GenerateRequest, signal: AbortSignal): Promise<{ events: AsyncIterable<GenerationEvent>; release: () => void; reader: ManagedReader }> {
     if (signal.aborted) throw new CancelledError();
-    const bytes = requestBytes(req);
-    this.checkCapacity(bytes);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' }, signal);
+    // Sized by what the request can hold on this reader: max_new_tokens capped by its context.
+    const sized = cappedTokens(req, reader.info?.contextLength ?? Number.MAX_SAFE_INTEGER);
+    const bytes = requestBytes(req, sized.total - sized.prompt);
+    this.checkCapacity(bytes);
+    let admitted: (slotMs: number | null) => void;
+    try {
+      admitted = this.admission.admit(reader, sized.total);
+    } catch (e) {
+      this.metrics.rejected.inc();
+      throw e;
+    }
     const id = req.id ?? this.newRequestId();
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
@@ -113,9 +128,12 @@ export class Service {
     this.inFlight.set(id, { reader, ac });
     const started = performance.now();
     let released = false;
+    let first = 0;
+    let finished = false;
     const release = (): void => {
       if (released) return;
       released = true;
+      admitted(first && finished ? performance.now() - first : null); // cancelled runs say nothing of slot time
       this.reservedBytes -= bytes;
       reader.inFlight = Math.max(0, reader.inFlight - 1);
       this.inFlight.delete(id);
@@ -130,14 +148,16 @@ export class Service {
     }
     const metrics = this.metrics;
     async function* observed(): AsyncGenerator<GenerationEvent> {
-      let first = 0;
       try {
         for await (const ev of events) {
           if (ev.type === 'token' && !first) {
             first = performance.now();
             metrics.ttft.observe((first - started) / 1000);
           }
-          if (ev.type === 'done') metrics.finished(ev, started, first);
+          if (ev.type === 'done') {
+            metrics.finished(ev, started, first);
+            finished = ev.finishReason !== 'cancelled';
+          }
           yield ev;
         }
       } finally {
@@ -206,7 +226,12 @@ export class Service {
     const groups: Record<string, unknown[]> = {};
     for (const [g, list] of this.readers.groups()) {
       groups[g] = await Promise.all(
-        list.map(async (r) => ({ ...this.readers.summary(r), stats: r.ready && r.api ? await r.api.stats().catch(() => null) : null })),
+        list.map(async (r) => {
+          // Never wait on a busy reader: after PROBE_MS answer with the last known statistics, marked stale.
+          const { stats, fresh } = await r.statsWithin(PROBE_MS);
+          const stalled = r.stalledMs();
+          return { ...this.readers.summary(r), stats, ...(r.ready ? { responsive: fresh, stalled_ms: stalled, healthy: stalled <= this.config.readerStallMillis } : {}) };
+        }),
       );
     }
     return { version: this.version, requests_in_flight: this.inFlight.size, reserved_bytes: this.reservedBytes, groups };

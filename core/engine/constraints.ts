@@ -4,11 +4,31 @@
  * whitespace mode by core/structured) and hands the engine a fresh per-request TokenConstraint,
  * whose masks are sized to the model's vocabulary (ids the tokenizer lacks,
  * e.g. padded embedding rows, are never allowed).
+ *
+ * Compilation runs on the thread that steps the batch, so it is bounded twice:
+ * per request (`requestMillis`: past it the request gets 400
+ * `constraint_too_complex`) and per reader (a bucket of compile time that
+ * refills at `readerShare` of wall time, capped at `burstMillis`: when it is
+ * empty the request gets 503 `overloaded` with Retry-After, so a flood of
+ * expensive constraints cannot take more than that share of the step loop).
  */
+import { InvalidRequestError, UnavailableError } from '../errors.ts';
 import { compileConstraint, parseBackend, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { TokenConstraint } from './engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from './reader_api.ts';
+
+export interface CompileLimits {
+  /** Most ms one compile may take on the reader thread. */
+  requestMillis: number;
+  /** Fraction of wall time the reader may spend compiling, sustained (0..1]. */
+  readerShare: number;
+  /** Most compile ms the reader may spend in a burst. */
+  burstMillis: number;
+}
+
+/** What server readers use unless configured (server/config.ts `constraint_compile_millis`). */
+export const DEFAULT_COMPILE_LIMITS: CompileLimits = { requestMillis: 1000, readerShare: 0.25, burstMillis: 4000 };
 
 function specOf(c: ConstraintRequest): ConstraintSpec {
   if (c.kind === 'json_schema') return { kind: 'json_schema', schema: c.schema };
@@ -16,10 +36,57 @@ function specOf(c: ConstraintRequest): ConstraintSpec {
   return { kind: 'json_object' };
 }
 
-export function constraintCompilerFor(tok: Tokenizer, modelVocab: number): ConstraintCompiler {
+/** The reader's compile-time bucket (ms available now), refilled by elapsed wall time. */
+class CompileBucket {
+  private level: number;
+  private at = performance.now();
+  constructor(private readonly limits: CompileLimits) {
+    this.level = limits.burstMillis;
+  }
+
+  available(): number {
+    const now = performance.now();
+    this.level = Math.min(this.limits.burstMillis, this.level + (now - this.at) * this.limits.readerShare);
+    this.at = now;
+    return this.level;
+  }
+
+  spend(ms: number): void {
+    this.level -= ms;
+  }
+}
+
+const UNLIMITED: CompileLimits = { requestMillis: Infinity, readerShare: 1, burstMillis: Infinity };
+
+/** Below this many ms left in the reader's bucket a compile is not started. */
+const MIN_COMPILE_MS = 5;
+
+/** `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply. */
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED): ConstraintCompiler {
   const words = Math.ceil(modelVocab / 32);
-  return (c): TokenConstraint => {
-    const state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace) }).start();
+  const bucket = new CompileBucket(limits);
+  return (c, signal): TokenConstraint => {
+    const left = bucket.available();
+    if (left < MIN_COMPILE_MS) {
+      const wait = Math.ceil((MIN_COMPILE_MS - left) / limits.readerShare / 1000);
+      const retryAfter = Math.max(1, wait);
+      throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', retryAfter, { reason: 'compile_budget', retry_after: retryAfter });
+    }
+    const t0 = performance.now();
+    let state;
+    const millis = Math.min(limits.requestMillis, left);
+    try {
+      const budget = { millis, ...(signal ? { signal } : {}) };
+      state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace), budget }).start();
+    } catch (e) {
+      // Cut short by the reader's bucket rather than the request's own budget: busy, not too complex.
+      if (e instanceof InvalidRequestError && e.code === 'constraint_too_complex' && millis < limits.requestMillis && /took more than/.test(e.message)) {
+        throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', 1, { reason: 'compile_budget', retry_after: 1 });
+      }
+      throw e;
+    } finally {
+      bucket.spend(performance.now() - t0);
+    }
     if (Math.ceil(tok.vocabSize / 32) === words) return state;
     return {
       mask() {

@@ -27,6 +27,7 @@ export class LocalReader implements ReaderApi {
       contextLength: engine.opts.scheduler.maxContext,
       vocabSize: cfg.vocabSize,
       hasChatTemplate: tokenizer.hasChatTemplate,
+      capacity: { maxSeqs: engine.opts.scheduler.maxSeqs, kvTokens: engine.runner.kv.numBlocks * engine.runner.kv.blockSize },
       ...(this.loaded.vision ? { imageInput: true } : {}),
     };
   }
@@ -52,7 +53,7 @@ export class LocalReader implements ReaderApi {
     let constraint;
     if (req.constraint) {
       if (!this.compileConstraint) throw new InvalidRequestError('constraints_unsupported', 'this reader cannot apply structured-output constraints');
-      constraint = this.compileConstraint(req.constraint);
+      constraint = this.compileConstraint(req.constraint, signal);
     }
     const { prompt, fallback } = this.promptOf(req);
     // A model's own chat template already emits its special tokens; a

@@ -84,6 +84,8 @@ export interface ReaderInfo {
   speculative?: { assistantModel: string; tokens: number; active: boolean; reason?: string };
   /** Encoders with a classifier head: class names by index. */
   labels?: string[];
+  /** Generative readers: sequences stepped together and tokens the KV pool holds (admission control). */
+  capacity?: { maxSeqs: number; kvTokens: number };
 }
 
 export interface ReaderStats {
@@ -163,7 +165,7 @@ export interface EncoderReaderApi extends BaseReaderApi {
 export type AnyReaderApi = ReaderApi | EncoderReaderApi;
 
 /** Compiles a constraint request into a fresh per-request TokenConstraint. */
-export type ConstraintCompiler = (c: ConstraintRequest) => TokenConstraint;
+export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
 
 export function validateRequest(req: GenerateRequest): void {
   const intField = (v: unknown, name: string, min: number, max = 1 << 30): void => {

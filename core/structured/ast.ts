@@ -97,7 +97,7 @@ export function hasCall(n: Node): boolean {
 
 // ---- errors -----------------------------------------------------------------
 
-export type ErrorCode = 'invalid_schema' | 'unsupported_schema_keyword' | 'invalid_regex';
+export type ErrorCode = 'invalid_schema' | 'unsupported_schema_keyword' | 'invalid_regex' | 'constraint_too_complex';
 
 /** Appends a JSON-pointer segment (RFC 6901 escaping). */
 export const ptr = (base: string, seg: string | number): string =>

@@ -9,6 +9,7 @@
  * Call edges (pushdown rules) are not ε: a state lists its calls grouped by
  * rule together with the DFA state to resume in after the callee returns.
  */
+import { charge } from './budget.ts';
 import { type Nfa, TooLargeError } from './nfa.ts';
 
 const UNKNOWN = -2;
@@ -97,6 +98,7 @@ export class Dfa {
     const key = set.join(',');
     let id = this.index.get(key);
     if (id !== undefined) return id;
+    charge();
     id = this.sets.length;
     this.sets.push(set);
     this.index.set(key, id);
@@ -139,6 +141,7 @@ export class Dfa {
     const row = this.rows[s]!;
     if (this.full[s]) return row;
     this.full[s] = true;
+    charge();
     const buckets = this.buckets;
     const touched: number[] = [];
     for (const q of this.sets[s]!) {

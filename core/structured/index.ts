@@ -11,10 +11,13 @@
  * cached per vocabulary object in an LRU keyed by backend, whitespace mode and
  * the canonical JSON of the constraint; `start()` gives fresh decoding state.
  * Every failure is an InvalidRequestError — never a silently unconstrained run.
+ * A compile may carry a work budget (time, cancellation; budget.ts): past it,
+ * or past the automaton state limits, `constraint_too_complex`.
  */
 import type { TokenConstraint } from '../engine/engine.ts';
-import { InvalidRequestError } from '../errors.ts';
+import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
+import { OverBudgetError, withBudget } from './budget.ts';
 import { type Whitespace, WHITESPACES } from './json_text.ts';
 import { NativeGrammar } from './native.ts';
 import { TooLargeError } from './nfa.ts';
@@ -61,6 +64,12 @@ export interface CompileOptions {
    * takes no whitespace mode (anything but 'none' is refused).
    */
   whitespace?: Whitespace;
+  /**
+   * Work budget: the compile is abandoned after `millis` ms (400
+   * `constraint_too_complex`) or once `signal` aborts (CancelledError).
+   * Absent: only the automaton state limits apply.
+   */
+  budget?: { millis: number; signal?: AbortSignal | undefined };
 }
 
 const CACHE_SIZE = 64;
@@ -84,7 +93,8 @@ export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: 
     return hit;
   }
   const t0 = performance.now();
-  const compiled = build(spec, vocab, backend, ws);
+  const b = opts.budget;
+  const compiled = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => build(spec, vocab, backend, ws));
   const result: CompiledConstraint = { backend, compileMs: performance.now() - t0, start: compiled };
   cache.set(key, result);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
@@ -143,8 +153,9 @@ function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whi
     if (!grammar) fail(code, 'no string satisfies this constraint', '', keyword);
     return () => grammar.begin();
   } catch (e) {
-    if (e instanceof TooLargeError) {
-      fail(spec.kind === 'regex' ? 'invalid_regex' : 'unsupported_schema_keyword', `constraint too large to compile: ${e.message}`, '', keyword);
+    if (e instanceof OverBudgetError && e.cancelled) throw new CancelledError(e.message);
+    if (e instanceof TooLargeError || e instanceof OverBudgetError) {
+      fail('constraint_too_complex', `constraint too complex to compile: ${e.message}`, '', keyword);
     }
     throw e;
   }

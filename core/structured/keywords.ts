@@ -67,10 +67,21 @@ export function emptyPlain(path: string): Plain {
   };
 }
 
-function count(s: Record<string, unknown>, k: string, path: string): number | undefined {
+/**
+ * Largest counts the compiler unrolls: arrays are unrolled item by item and
+ * strings character by character, so a count is checked here, before any
+ * expansion, and a larger one is refused (`constraint_too_complex`) instead
+ * of being expanded until the automaton budget runs out. Item schemas are
+ * usually much larger than one character, hence the smaller item bound.
+ */
+export const MAX_ITEMS_COUNT = 1000;
+export const MAX_LENGTH_COUNT = 10_000;
+
+function count(s: Record<string, unknown>, k: string, path: string, limit: number): number | undefined {
   const v = s[k];
   if (v === undefined) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) fail('invalid_schema', `${k} must be a non-negative integer`, ptr(path, k), k);
+  if (v > limit) fail('constraint_too_complex', `${k} above ${limit} is not supported for constrained decoding`, ptr(path, k), k, { limit });
   return v;
 }
 
@@ -120,10 +131,10 @@ export function normalize(s: Record<string, unknown>, path: string): Plain {
     p.prefix = s.items.map((x, i) => subschema(x, ptr(ptr(path, 'items'), i), 'items'));
     if (s.additionalItems !== undefined) p.items = subschema(s.additionalItems, ptr(path, 'additionalItems'), 'additionalItems');
   } else if (s.items !== undefined) p.items = subschema(s.items, ptr(path, 'items'), 'items');
-  p.minItems = count(s, 'minItems', path) ?? 0;
-  p.maxItems = count(s, 'maxItems', path) ?? Infinity;
-  p.minLength = count(s, 'minLength', path) ?? 0;
-  p.maxLength = count(s, 'maxLength', path) ?? Infinity;
+  p.minItems = count(s, 'minItems', path, MAX_ITEMS_COUNT) ?? 0;
+  p.maxItems = count(s, 'maxItems', path, MAX_ITEMS_COUNT) ?? Infinity;
+  p.minLength = count(s, 'minLength', path, MAX_LENGTH_COUNT) ?? 0;
+  p.maxLength = count(s, 'maxLength', path, MAX_LENGTH_COUNT) ?? Infinity;
   const min = num(s, 'minimum', path);
   const max = num(s, 'maximum', path);
   const xmin = num(s, 'exclusiveMinimum', path);

@@ -18,6 +18,7 @@
  * the real stack. EOS is allowed only when the whole stack can accept.
  */
 import { fail } from './ast.ts';
+import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 import type { ConstraintState } from './index.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
@@ -212,6 +213,7 @@ export class NativeGrammar {
         const cur = st[dd - 1]!;
         const b = byte[i]!;
         if (fol[b] && d.accepting(cur)) record(i, dd - 1);
+        charge();
         const nx = d.stepAll(cur)[b]!;
         if (nx < 0) {
           i = skip[i]!;
@@ -228,6 +230,7 @@ export class NativeGrammar {
         const cur = st[dd - 1]!;
         const b = byte[i]!;
         if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
+        charge();
         const nx = sp.step(cur, b);
         if (nx < 0) {
           i = skip[i]!;

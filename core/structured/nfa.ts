@@ -15,6 +15,7 @@
  */
 import { type Node } from './ast.ts';
 import { type ByteSeq, type Ranges, utf8Sequences } from './charset.ts';
+import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 
 /** Thrown when an automaton exceeds its size budget; callers turn it into a request error. */
@@ -37,6 +38,7 @@ export class Nfa {
   }
 
   add(): number {
+    charge();
     if (this.eps.length >= MAX_NFA_STATES) throw new TooLargeError(`automaton larger than ${MAX_NFA_STATES} states`);
     this.eps.push([]);
     this.edges.push([]);
@@ -194,6 +196,7 @@ function embedProduct(nfa: Nfa, items: readonly Node[], from: number, to: number
       const key = keyOf(t);
       let id = index.get(key);
       if (id === undefined) {
+        charge();
         if (tuples.length >= MAX_PRODUCT_STATES) throw new TooLargeError('intersection automaton too large');
         id = tuples.length;
         tuples.push(t);

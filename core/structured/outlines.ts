@@ -10,6 +10,7 @@
  * compiler refuses it). Cost is paid at compile time: states × trie walk.
  */
 import type { Node } from './ast.ts';
+import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 import type { ConstraintState } from './index.ts';
 import { buildNfa, trim } from './nfa.ts';
@@ -50,6 +51,7 @@ export class OutlinesIndex {
       let n = 0;
       st[0] = s;
       for (let i = 0; i < nodes; ) {
+        charge();
         const nx = rows[st[depth[i]! - 1]!]![byte[i]!]!;
         if (nx < 0) {
           i = skip[i]!;

@@ -27,7 +27,8 @@ export interface RegexWhere {
   readonly keyword: string;
 }
 
-const MAX_REPEAT = 1000;
+/** Largest {n,m} count, checked while parsing (before the repeat is unrolled into automaton states). */
+export const MAX_REPEAT = 1000;
 const SYNTAX = new Set([...'^$\\.*+?()[]{}|/'].map((c) => c.codePointAt(0)!));
 const cp = (c: string): number => c.codePointAt(0)!;
 
@@ -54,8 +55,8 @@ class Parser {
     this.cps = Array.from(src, (c) => c.codePointAt(0)!);
   }
 
-  private err(reason: string): never {
-    return fail('invalid_regex', `invalid regex /${this.src}/: ${reason}`, this.where.path, this.where.keyword, {
+  private err(reason: string, code: 'invalid_regex' | 'constraint_too_complex' = 'invalid_regex'): never {
+    return fail(code, `invalid regex /${this.src}/: ${reason}`, this.where.path, this.where.keyword, {
       position: this.i,
       reason,
     });
@@ -168,7 +169,7 @@ class Parser {
       if (this.eat(',')) max = this.peek() === cp('}') ? Infinity : this.int();
       if (!this.eat('}')) this.err('malformed {n,m} quantifier');
       if (max < min) this.err('numbers out of order in {n,m} quantifier');
-      if (min > MAX_REPEAT || (max !== Infinity && max > MAX_REPEAT)) this.err(`repetition counts above ${MAX_REPEAT} are not supported`);
+      if (min > MAX_REPEAT || (max !== Infinity && max > MAX_REPEAT)) this.err(`repetition counts above ${MAX_REPEAT} are not supported`, 'constraint_too_complex');
     } else return atom;
     this.eat('?'); // lazy: same language
     const c = this.peek();

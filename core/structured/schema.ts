@@ -317,11 +317,12 @@ class SchemaCompiler {
     const K = max === Infinity ? Math.max(min, prefix.length) : max;
     let tail: Node = EPS;
     if (max === Infinity) tail = K === 0 ? opt(seq(rest, rep(seq(this.sep, rest), 0, Infinity))) : rep(seq(this.sep, rest), 0, Infinity);
-    for (let j = K - 1; j >= 0; j--) {
-      const e = seq(j > 0 ? this.sep : EPS, elem(j), tail);
-      tail = j < min ? e : opt(e);
-    }
-    return seq(lit('['), tail, lit(']'));
+    // Optional items nest (each opt wraps the rest); the required ones form one flat
+    // sequence built once, so unrolling stays linear in the item count.
+    for (let j = K - 1; j >= min; j--) tail = opt(seq(j > 0 ? this.sep : EPS, elem(j), tail));
+    const required: Node[] = [lit('[')];
+    for (let j = 0; j < min; j++) required.push(j > 0 ? this.sep : EPS, elem(j));
+    return seq(...required, tail, lit(']'));
   }
 
   private objectAst(p: Plain, stack: readonly string[]): Node {

@@ -16,6 +16,7 @@ import { parseWhitespace } from '../../core/structured/index.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
+import { type ManagedReader, PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
 import { encoderRoutes } from './encoders.ts';
 import { imageRoutes } from './images.ts';
@@ -125,6 +126,11 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({ method: 'post', path: '/tokenize/{reader_id}', summary: 'Tokenize text with a live reader', body: S.TokenizeBody, response: S.TokenizeResponse });
   app.post('/tokenize/:reader_id', async (c) => {
     const body = await parseBody(c, S.TokenizeBody, maxBody);
+    const bytes = Buffer.byteLength(body.text, 'utf8');
+    if (bytes > svc.config.maxTokenizeBytes) {
+      // Tokenizing runs on the reader's thread, between generation steps: a bounded input keeps the stall bounded.
+      throw new PayloadTooLargeError('input_too_large', `the text is ${bytes} bytes; the limit is ${svc.config.maxTokenizeBytes} (WEFT_MAX_TOKENIZE_BYTES)`, { limit: svc.config.maxTokenizeBytes, bytes });
+    }
     const r = await svc.readers.api(c.req.param('reader_id')).tokenize(body.text, { addSpecialTokens: body.add_special_tokens ?? true });
     return c.json({ tokens: r.ids, token_strings: r.tokens });
   });
@@ -168,7 +174,11 @@ export function inferenceApp(svc: Service): { app: Hono; spec: ApiSpec } {
 export async function healthz(c: Context, svc: Service): Promise<Response> {
   const wait = Math.min(Number(c.req.query('wait') ?? '0') || 0, svc.config.healthWaitMax);
   if (wait > 0 && !svc.readers.allReady) await svc.readers.waitSettled(wait * 1000);
-  const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state }));
-  const ok = svc.readers.allReady;
-  return c.json({ status: ok ? 'ok' : 'loading', readers }, ok ? 200 : 503);
+  // Probe every ready reader (bounded wait): a reader whose work has not advanced for reader_stall_millis is unhealthy.
+  await Promise.all(svc.readers.all().map((r) => r.statsWithin(PROBE_MS)));
+  const stalled = (r: ManagedReader): boolean => r.ready && r.stalledMs() > svc.config.readerStallMillis;
+  const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state, ...(stalled(r) ? { stalled_ms: r.stalledMs() } : {}) }));
+  const unhealthy = svc.readers.all().some(stalled);
+  const ok = svc.readers.allReady && !unhealthy;
+  return c.json({ status: ok ? 'ok' : unhealthy ? 'unhealthy' : 'loading', readers }, ok ? 200 : 503);
 }

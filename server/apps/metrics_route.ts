@@ -5,6 +5,7 @@
  */
 import type { Hono } from 'hono';
 import { decodePathMetrics, gauge, speculativeMetrics } from '../metrics.ts';
+import { PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
 
 export function metricsRoute(app: Hono, svc: Service): void {
@@ -12,7 +13,7 @@ export function metricsRoute(app: Hono, svc: Service): void {
   const lastBusy = new Map<string, { ms: number; at: number }>();
   app.get('/metrics', async (c) => {
     const readers = svc.readers.all();
-    const stats = await Promise.all(readers.map(async (r) => ({ r, s: r.ready && r.api ? await r.api.stats().catch(() => null) : null })));
+    const stats = await Promise.all(readers.map(async (r) => ({ r, s: (await r.statsWithin(PROBE_MS)).stats }))); // bounded wait: a busy reader gives its last known figures
     const lbl = (id: string, group: string): Record<string, string> => ({ reader_id: id, consumer_group: group });
     const per = (f: (s: NonNullable<(typeof stats)[number]['s']>) => number): [Record<string, string>, number][] =>
       stats.filter((x) => x.s).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), f(x.s!)]);
@@ -39,6 +40,8 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_gpu_busy_seconds_total', 'GPU time spent in engine steps (timestamp queries; absent where unsupported).', per((s) => (s.gpuBusyMs ?? NaN) / 1000).filter(([, v]) => !Number.isNaN(v))) +
       gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +
       gauge('weft_reserved_bytes', 'Bytes held by queued requests and pending responses.', [[{}, svc.reservedBytes]]) +
+      gauge('weft_reader_stalled_seconds', 'How long work has waited on the reader without progress (0 when none waits).', readers.filter((r) => r.ready).map((r) => [lbl(r.readerId, r.spec.consumerGroup), r.stalledMs() / 1000])) +
+      gauge('weft_reader_reserved_tokens', 'Tokens (prompt + capped max_new_tokens) admitted to the reader.', readers.filter((r) => r.ready && r.info?.capacity).map((r) => [lbl(r.readerId, r.spec.consumerGroup), svc.admission.reservedTokens(r)])) +
       svc.readers.renderMetrics() +
       decodePathMetrics(stats.filter((x) => x.s?.decodePaths).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), x.s!.decodePaths!])) +
       speculativeMetrics(stats.filter((x) => x.s?.draftTokensProposed !== undefined).map((x) => [lbl(x.r.readerId, x.r.spec.consumerGroup), { proposed: x.s!.draftTokensProposed!, accepted: x.s!.draftTokensAccepted ?? 0 }]));

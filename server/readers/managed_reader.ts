@@ -12,11 +12,14 @@
  */
 import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
 import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
-import type { ReaderInfo } from '../../core/engine/reader_api.ts';
+import type { ReaderInfo, ReaderStats } from '../../core/engine/reader_api.ts';
 import type { ReaderSpec } from './spec.ts';
 import { defaultTransport, unrefTimer, type WorkerHandle, type WorkerTransport } from './transport.ts';
 
 export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
+
+/** Longest wait for a reader's statistics in health, status, metrics and scaling, ms; a busy reader is reported from what is known. */
+export const PROBE_MS = 500;
 
 const LOCAL_BACKOFF_CAP_MS = 30_000;
 const REMOTE_BACKOFF_CAP_MS = 5_000;
@@ -42,6 +45,16 @@ export class ManagedReader {
   private stopping = false;
   private readyWaiters: (() => void)[] = [];
   readonly startedAt = Date.now();
+  /** Date.now() of the last message from the worker, and of the last sign its work advanced (a stream event, an answer, more computed tokens). */
+  private lastHeardAt = Date.now();
+  private lastProgressAt = Date.now();
+  /** Since when requests have been in flight (0: none). */
+  private workSince = 0;
+  /** The statistics probe in flight (one at a time) and when it was sent. */
+  private probe: Promise<ReaderStats | null> | null = null;
+  private probeSince: number | null = null;
+  /** The last statistics the reader answered. */
+  lastStats: ReaderStats | null = null;
 
   constructor(
     readonly readerId: string,
@@ -57,11 +70,54 @@ export class ManagedReader {
   }
 
   set inFlight(n: number) {
+    if (this.inFlightCount === 0 && n > 0) this.workSince = Date.now();
     this.inFlightCount = Math.max(0, n);
     if (this.inFlightCount === 0) {
       this.idleSince = Date.now();
       for (const w of this.idleWaiters.splice(0)) w();
     }
+  }
+
+  /**
+   * Engine statistics, waiting at most `ms`: a reader that does not answer in
+   * time (its thread is busy) yields its last known statistics with
+   * `fresh: false`; the probe keeps running and its answer refreshes them.
+   */
+  async statsWithin(ms: number): Promise<{ stats: ReaderStats | null; fresh: boolean }> {
+    if (!this.ready || !this.api) return { stats: null, fresh: false };
+    if (!this.probe) {
+      this.probeSince = Date.now();
+      const before = this.lastStats?.computedTokens;
+      this.probe = this.api.stats().then(
+        (s) => {
+          if (s.computedTokens !== before) this.lastProgressAt = Date.now();
+          this.lastStats = s;
+          return s;
+        },
+        () => null,
+      );
+      void this.probe.finally(() => {
+        this.probe = null;
+        this.probeSince = null;
+      });
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)));
+    const s = await Promise.race([this.probe, timeout]);
+    clearTimeout(timer);
+    return s ? { stats: s, fresh: true } : { stats: this.lastStats, fresh: false };
+  }
+
+  /**
+   * How long work has waited on this reader without a sign of progress, ms
+   * (0 when nothing waits): requests in flight with no stream event, answer or
+   * new computed tokens since, or a statistics probe left unanswered.
+   */
+  stalledMs(now = Date.now()): number {
+    let ms = 0;
+    if (this.inFlightCount > 0) ms = now - Math.max(this.lastProgressAt, this.workSince);
+    if (this.probeSince !== null) ms = Math.max(ms, now - Math.max(this.lastHeardAt, this.probeSince));
+    return Math.max(0, ms);
   }
 
   /** Resolves once nothing is in flight. */
@@ -98,6 +154,8 @@ export class ManagedReader {
     const worker = this.transport({ readerId: this.readerId, spec: this.spec });
     this.worker = worker;
     worker.onMessage((m: Msg) => {
+      this.lastHeardAt = Date.now();
+      if (m.kind === 'event' || m.kind === 'end' || m.kind === 'error' || (m.kind === 'result' && this.probe === null)) this.lastProgressAt = this.lastHeardAt;
       if (m.kind === 'ready') {
         this.api = new RemoteReader(worker, m.content as ReaderInfo);
         this.state = 'ready';

@@ -16,7 +16,7 @@ import { errorFromJSON, InvalidRequestError, NotFoundError, UnavailableError } f
 import type { AnyReaderApi, ReaderType } from '../../core/engine/reader_api.ts';
 import type { Logger } from '../log.ts';
 import { counterFamily, gauge } from '../metrics.ts';
-import { ManagedReader } from './managed_reader.ts';
+import { ManagedReader, PROBE_MS } from './managed_reader.ts';
 import { remoteTransport } from './remote_transport.ts';
 import { decide, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
 import type { ReaderSpec } from './spec.ts';
@@ -364,7 +364,7 @@ export class ReaderManager {
   private async scaleGroup(g: GroupMeta, policy: ScalingPolicy): Promise<void> {
     const list = this.members(g.name).filter((r) => !r.draining && r.state !== 'stopped');
     // Requests queued inside the readers (their schedulers' waiting lists), read from the workers.
-    const queued = await Promise.all(list.map(async (r) => (r.ready && r.api ? ((await r.api.stats().catch(() => null))?.waiting ?? 0) : 0)));
+    const queued = await Promise.all(list.map(async (r) => (await r.statsWithin(PROBE_MS)).stats?.waiting ?? 0));
     const now = Date.now();
     const d = decide({
       policy,

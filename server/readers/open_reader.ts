@@ -5,7 +5,7 @@
  * Encoder models (embedding, classification) load as a LocalEncoderReader
  * instead (detected from config.json, or the spec's `type`: open_encoder.ts).
  */
-import { constraintCompilerFor } from '../../core/engine/constraints.ts';
+import { constraintCompilerFor, DEFAULT_COMPILE_LIMITS } from '../../core/engine/constraints.ts';
 import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
@@ -65,7 +65,10 @@ export async function openReader(
     const reader = new LocalReader(
       loaded,
       { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend, ...(speculative ? { speculative } : {}) },
-      constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize),
+      constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize, {
+        ...DEFAULT_COMPILE_LIMITS,
+        ...(spec.constraintCompileMillis !== undefined ? { requestMillis: spec.constraintCompileMillis, burstMillis: 4 * spec.constraintCompileMillis } : {}),
+      }),
     );
     if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;
     return reader;

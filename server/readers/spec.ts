@@ -44,6 +44,8 @@ export interface ReaderSpec {
   remote?: string;
   /** Shared token for `remote` (default: WEFT_READER_TOKEN). */
   remoteToken?: string;
+  /** Most ms one constraint may take to compile on this reader (server-wide `constraint_compile_millis`). */
+  constraintCompileMillis?: number;
   /** Scaling fields given with this entry; they set its consumer group's policy (scaling.ts). */
   scaling?: Partial<ScalingPolicy>;
 }
@@ -134,6 +136,8 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (type) spec.type = type as ReaderSpec['type'];
   const wait = intOpt(o, 'batch_duration_millis', 'batchDurationMillis', 0, 60_000);
   if (wait !== undefined) spec.batchDurationMillis = wait;
+  const compile = intOpt(o, 'constraint_compile_millis', 'constraintCompileMillis', 1, 600_000);
+  if (compile !== undefined) spec.constraintCompileMillis = compile;
   Object.assign(spec, parseAssistant(o));
   const scaling = parseScaling(o);
   if (scaling) spec.scaling = scaling;

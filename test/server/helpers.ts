@@ -40,3 +40,14 @@ export function parseSse(text: string): { event: string; data: string }[] {
       return { event, data: data.join('\n') };
     });
 }
+
+/** Serves `app` over real HTTP on 127.0.0.1 (an ephemeral port); `close` stops the listener. */
+export async function serveLoopback(app: { fetch: (req: Request) => Response | Promise<Response> }): Promise<{ base: string; close: () => Promise<void> }> {
+  const { serve } = await import('@hono/node-server');
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  });
+  const addr = server.address();
+  const base = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  return { base, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
