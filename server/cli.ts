@@ -20,9 +20,10 @@ import { loadDecoder } from '../core/models/load.ts';
 import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
-import { DEFAULT_MODEL_DIR } from './paths.ts';
+import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
 
 const USAGE = `usage:
+  weft --version
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
@@ -185,6 +186,11 @@ export async function main(argv: string[]): Promise<number> {
         return await device(rest);
       case 'reader':
         return await reader(rest);
+      case '--version':
+      case '-v':
+      case 'version':
+        process.stdout.write(`${VERSION}\n`);
+        return 0;
       case 'serve': {
         const { serve } = await import('./main.ts');
         return await serve(rest);

@@ -7,7 +7,6 @@
  * balancing and cancellation.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { CancelledError, UnavailableError } from '../core/errors.ts';
 import type { GenerationEvent } from '../core/engine/engine.ts';
 import type { EncoderReaderApi, GenerateRequest, ReaderType } from '../core/engine/reader_api.ts';
@@ -17,6 +16,7 @@ import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
+import { VERSION } from './paths.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
@@ -38,7 +38,7 @@ export class Service {
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
     this.readers.log = this.log;
-    this.version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    this.version = VERSION;
   }
 
   /** Starts the readers named by the configuration. */
