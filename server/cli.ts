@@ -21,6 +21,7 @@ import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
 import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
+import { progressReporter } from './progress.ts';
 
 const USAGE = `usage:
   weft --version
@@ -60,10 +61,16 @@ async function generate(argv: string[]): Promise<number> {
     return 2;
   }
   const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
+  const progress = progressReporter(process.stderr, { timestamps: false });
   const loaded = await loadDecoder(ctx, await openModelPath(values.model ?? DEFAULT_MODEL_DIR), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
+    onProgress: progress,
   });
+  // One request: no warm-up (it would compile shapes this request never runs); the shaders it
+  // does compile show in the same bar while the first token is awaited.
+  const loadStarted = performance.now();
+  ctx.pipelines.onCompile = (label, n) => progress({ phase: 'pipelines', done: n, total: null, label, ms: performance.now() - loadStarted });
   const sampling = {
     temperature: num(values.temperature, 'temperature') ?? 0,
     ...(values['top-k'] !== undefined ? { topK: num(values['top-k'], 'top-k')! } : {}),
@@ -75,6 +82,10 @@ async function generate(argv: string[]): Promise<number> {
   let firstAt = 0;
   for await (const ev of loaded.engine.generate(prompt, { maxNewTokens, sampling })) {
     if (ev.type === 'token') {
+      if (!firstAt) {
+        ctx.pipelines.onCompile = null;
+        if (process.stderr.isTTY) process.stderr.write('\r\x1b[2K'); // the bar's line gives way to the text
+      }
       firstAt ||= performance.now();
       if (!values.json) process.stdout.write(ev.text);
     } else {

@@ -74,6 +74,7 @@ export class Service {
     const { maxBatchSize, batchDurationMillis } = this.config;
     return {
       ...spec,
+      ...(spec.warmup === undefined && this.config.warmup !== 'auto' ? { warmup: this.config.warmup } : {}),
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };
