@@ -3,7 +3,7 @@
  * it (openReader, the bundled stories260K on Mesa's OpenGL ES) has compiled
  * its pipelines before it resolves ("ready"): the pipeline cache's compile
  * counter does not move during the requests that follow — greedy, sampled,
- * a prompt longer than the decode megakernel's waves, and a chat prompt.
+ * a prompt longer than the decode megakernel's waves, and a one-word prompt.
  * With warm-up off the same first request does compile, so the counter can
  * tell. The progress reporter's two forms (TTY bar, throttled JSON lines) are
  * checked on their output.
