@@ -22,6 +22,7 @@ import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
 import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
 import { progressReporter } from './progress.ts';
+import type { LoadProgress } from '../core/engine/progress.ts';
 
 const USAGE = `usage:
   weft --version
@@ -61,7 +62,9 @@ async function generate(argv: string[]): Promise<number> {
     return 2;
   }
   const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
-  const progress = progressReporter(process.stderr, { timestamps: false });
+  const report = progressReporter(process.stderr, { timestamps: false });
+  // 'ready' is left out: the shaders of the first token still compile after the load.
+  const progress = (p: LoadProgress): void => (p.phase === 'ready' ? undefined : report(p));
   const loaded = await loadDecoder(ctx, await openModelPath(values.model ?? DEFAULT_MODEL_DIR), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,

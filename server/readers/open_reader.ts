@@ -57,11 +57,15 @@ export async function openReader(
     const mode = spec.warmup ?? 'auto';
     const loaded = await loadDecoder(ctx, ms, {
       warmUp: mode === 'on' || (mode === 'auto' && ctx.gpu.info.backend !== 'swiftshader'),
-      onProgress: progressReporter(process.stderr, {
-        tty: false, // a worker's stderr is a pipe to the server's: the server log's JSON lines
-        fields: { reader_id: readerId, model: spec.model },
-        timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS,
-      }),
+      ...(typeof process !== 'undefined' && process.stderr // (a Deno Web Worker may lack Node's process)
+        ? {
+            onProgress: progressReporter(process.stderr, {
+              tty: false, // a worker's stderr is a pipe to the server's: the server log's JSON lines
+              fields: { reader_id: readerId, model: spec.model },
+              timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS,
+            }),
+          }
+        : {}),
       ...(spec.dtype ? { dtype: spec.dtype } : {}),
       ...(spec.maxSeqs ? { maxSeqs: spec.maxSeqs } : {}),
       ...(spec.maxTokensPerStep ? { maxTokensPerStep: spec.maxTokensPerStep } : {}),
