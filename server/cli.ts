@@ -62,6 +62,7 @@ async function generate(argv: string[]): Promise<number> {
     return 2;
   }
   const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
+  const loadStarted = performance.now();
   const report = progressReporter(process.stderr, { timestamps: false });
   // 'ready' is left out: the shaders of the first token still compile after the load.
   const progress = (p: LoadProgress): void => (p.phase === 'ready' ? undefined : report(p));
@@ -72,7 +73,6 @@ async function generate(argv: string[]): Promise<number> {
   });
   // One request: no warm-up (it would compile shapes this request never runs); the shaders it
   // does compile show in the same bar while the first token is awaited.
-  const loadStarted = performance.now();
   ctx.pipelines.onCompile = (label, n) => progress({ phase: 'pipelines', done: n, total: null, label, ms: performance.now() - loadStarted });
   const sampling = {
     temperature: num(values.temperature, 'temperature') ?? 0,

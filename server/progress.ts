@@ -61,7 +61,7 @@ export function progressReporter(out: Stream, opts: ProgressOptions = {}): (p: L
       const count = p.total ? `${p.done}/${p.total}` : String(p.done);
       const label = p.label ? `  ${p.label}` : '';
       const text = `loading  ${p.phase.padEnd(9)} [${'#'.repeat(fill)}${'-'.repeat(BAR - fill)}] ${count.padStart(5)} ${(p.ms / 1000).toFixed(1)}s${label}`;
-      const width = Math.max(20, (out.columns ?? 100) - 1);
+      const width = Math.max(20, (out.columns || 100) - 1); // a pty may report 0 columns
       out.write(`\r\x1b[2K${text.slice(0, width)}`);
       return;
     }
