@@ -20,9 +20,12 @@ import { loadDecoder } from '../core/models/load.ts';
 import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
-import { DEFAULT_MODEL_DIR } from './paths.ts';
+import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
+import { progressReporter } from './progress.ts';
+import type { LoadProgress } from '../core/engine/progress.ts';
 
 const USAGE = `usage:
+  weft --version
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
@@ -59,10 +62,18 @@ async function generate(argv: string[]): Promise<number> {
     return 2;
   }
   const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
+  const loadStarted = performance.now();
+  const report = progressReporter(process.stderr, { timestamps: false });
+  // 'ready' is left out: the shaders of the first token still compile after the load.
+  const progress = (p: LoadProgress): void => (p.phase === 'ready' ? undefined : report(p));
   const loaded = await loadDecoder(ctx, await openModelPath(values.model ?? DEFAULT_MODEL_DIR), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
+    onProgress: progress,
   });
+  // One request: no warm-up (it would compile shapes this request never runs); the shaders it
+  // does compile show in the same bar while the first token is awaited.
+  ctx.pipelines.onCompile = (label, n) => progress({ phase: 'pipelines', done: n, total: null, label, ms: performance.now() - loadStarted });
   const sampling = {
     temperature: num(values.temperature, 'temperature') ?? 0,
     ...(values['top-k'] !== undefined ? { topK: num(values['top-k'], 'top-k')! } : {}),
@@ -74,6 +85,10 @@ async function generate(argv: string[]): Promise<number> {
   let firstAt = 0;
   for await (const ev of loaded.engine.generate(prompt, { maxNewTokens, sampling })) {
     if (ev.type === 'token') {
+      if (!firstAt) {
+        ctx.pipelines.onCompile = null;
+        if (process.stderr.isTTY) process.stderr.write('\r\x1b[2K'); // the bar's line gives way to the text
+      }
       firstAt ||= performance.now();
       if (!values.json) process.stdout.write(ev.text);
     } else {
@@ -185,6 +200,11 @@ export async function main(argv: string[]): Promise<number> {
         return await device(rest);
       case 'reader':
         return await reader(rest);
+      case '--version':
+      case '-v':
+      case 'version':
+        process.stdout.write(`${VERSION}\n`);
+        return 0;
       case 'serve': {
         const { serve } = await import('./main.ts');
         return await serve(rest);

@@ -13,6 +13,9 @@ import { MAX_SPECULATIVE_TOKENS } from '../core/engine/speculative.ts';
 import { checkDocumentsSection } from './documents/config.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
 
+export type WarmupMode = 'auto' | 'on' | 'off';
+export const WARMUP_MODES: readonly WarmupMode[] = ['auto', 'on', 'off'];
+
 export interface ServiceConfig {
   host: string;
   /** Ports; 0 disables an app. */
@@ -21,6 +24,12 @@ export interface ServiceConfig {
   openaiPort: number;
   sagemakerPort: number;
   vertexPort: number;
+  /**
+   * Compile the pipelines of the common request shapes before a reader reports ready
+   * (core/engine/warmup.ts): `on`, `off`, or `auto` (on, except on SwiftShader, where
+   * compiling every shape takes far longer than the few a first request needs).
+   */
+  warmup: WarmupMode;
   /** Model of the default reader (group `primary`); '' starts none. */
   model: string;
   consumerGroup: string;
@@ -88,6 +97,7 @@ export const DEFAULTS: ServiceConfig = {
   openaiPort: 3003,
   sagemakerPort: 8080,
   vertexPort: 3002,
+  warmup: 'auto',
   model: DEFAULT_MODEL_DIR,
   consumerGroup: 'primary',
   embeddingModel: 'use-lite',
@@ -130,6 +140,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   openaiPort: 'int',
   sagemakerPort: 'int',
   vertexPort: 'int',
+  warmup: 'string',
   model: 'string',
   consumerGroup: 'string',
   embeddingModel: 'string',
@@ -266,6 +277,9 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
     const v = out[key];
     if (v !== null && (v < min || v > max)) throw new InvalidRequestError('invalid_config', `config ${snake(key)}: expected an integer in [${min}, ${max}], got ${v}`, { key: snake(key) });
   };
+  if (!WARMUP_MODES.includes(out.warmup)) {
+    throw new InvalidRequestError('invalid_config', `config warmup: expected one of ${WARMUP_MODES.join(', ')}, got ${JSON.stringify(out.warmup)}`, { key: 'warmup' });
+  }
   range('maxBatchSize', 1, 256);
   range('batchDurationMillis', 0, 60_000);
   range('constraintCompileMillis', 1, 600_000);

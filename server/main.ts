@@ -6,7 +6,7 @@
 import { serve as listen, type ServerType } from '@hono/node-server';
 import { parseArgs } from 'node:util';
 import { prepareGpuEnv } from '../core/gpu/device.ts';
-import { buildApps, listenPlan } from './apps/index.ts';
+import { appPorts, buildApps, listenPlan } from './apps/index.ts';
 import { loadConfig, type ServiceConfig } from './config.ts';
 import { Service } from './service.ts';
 
@@ -23,7 +23,9 @@ export interface Running {
  */
 export async function start(config: ServiceConfig, opts: { ephemeral?: boolean } = {}): Promise<Running> {
   prepareGpuEnv(); // before any worker starts: workers cannot change the native environment
+  const { notes } = appPorts(config); // throws on two apps on one port, before any reader starts
   const service = new Service(config);
+  for (const note of notes) service.log(note, {}, 'warn');
   service.startConfiguredReaders();
   const apps = buildApps(service);
   const plan = listenPlan(config, apps);

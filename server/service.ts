@@ -7,7 +7,6 @@
  * balancing and cancellation.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { CancelledError, UnavailableError } from '../core/errors.ts';
 import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import type { GenerationEvent } from '../core/engine/engine.ts';
@@ -19,6 +18,7 @@ import { type ManagedReader, PROBE_MS } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
+import { VERSION } from './paths.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
@@ -42,7 +42,7 @@ export class Service {
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
     this.readers.log = this.log;
-    this.version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    this.version = VERSION;
   }
 
   /** Starts the readers named by the configuration. */
@@ -80,6 +80,7 @@ export class Service {
       ...spec,
       // Only a configured budget travels with the spec; readers default to the same value themselves.
       ...(spec.constraintCompileMillis === undefined && constraintCompileMillis !== DEFAULT_COMPILE_LIMITS.requestMillis ? { constraintCompileMillis } : {}),
+      ...(spec.warmup === undefined && this.config.warmup !== 'auto' ? { warmup: this.config.warmup } : {}),
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };

@@ -56,6 +56,8 @@ export class PipelineCache {
   private nextId = 1;
   /** Number of pipelines compiled (not cache hits); for tests and metrics. */
   compiled = 0;
+  /** Called after each pipeline compiles (progress reporting: load.ts, warmup.ts): its label, `compiled` so far. */
+  onCompile: ((label: string, compiled: number) => void) | null = null;
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -102,6 +104,7 @@ export class PipelineCache {
       throw new ShaderCompileError(label, (e as Error).message);
     }
     this.compiled++;
+    this.onCompile?.(label, this.compiled);
     return { id: this.nextId++, pipeline, layout: k.layout, label };
   }
 }

@@ -27,6 +27,37 @@ import { isLlavaConfig, llavaParts } from './llava/load.ts';
 import type { LlavaVision } from './llava/vision.ts';
 import { destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
+import type { ProgressCallback } from '../engine/progress.ts';
+import { warmUp } from '../engine/warmup.ts';
+
+/**
+ * Reports weight-upload progress as the loader reads tensors: units are the
+ * embedding, each layer (by the `layers.N.` in tensor names) and the final
+ * norm + head, so done / total moves once per layer whatever the format.
+ */
+function withProgress(src: WeightSource, layers: number, startedAt: number, onProgress: ProgressCallback | undefined): { src: WeightSource; finish(): void } {
+  const total = layers + 2;
+  let done = 0;
+  const report = (d: number, label: string): void => {
+    if (d <= done) return;
+    done = d;
+    onProgress?.({ phase: 'weights', done, total, label, ms: performance.now() - startedAt });
+  };
+  if (!onProgress) return { src, finish: () => {} };
+  return {
+    src: {
+      has: (n) => src.has(n),
+      async load(n) {
+        const t = await src.load(n);
+        const m = /layers\.(\d+)\./.exec(n);
+        if (m) report(Number(m[1]) + 1, `${m[1]} of ${layers} layers`); // the embedding (unit 1) and layers 0..N-1 are done
+        else if (/embed_tokens/.test(n)) report(1, 'embedding');
+        return t;
+      },
+    },
+    finish: () => report(total, 'head'),
+  };
+}
 
 export interface LoadOptions {
   /** GPU weight dtype (default `auto`: f32 for float checkpoints, GGUF quantization kept). */
@@ -47,6 +78,13 @@ export interface LoadOptions {
   kvCacheDtype?: KvDtype;
   /** Llama family: prompt chunks through the decode megakernel in waves (default true; false = decode steps only, for A/B measurements). */
   megakernelWaves?: boolean;
+  /**
+   * Compile the pipelines of the common request shapes before returning
+   * (core/engine/warmup.ts), so the first request pays no shader compilation. Default false.
+   */
+  warmUp?: boolean;
+  /** Loading progress: weights uploaded, then (with warmUp) pipelines compiled, then 'ready'. */
+  onProgress?: ProgressCallback;
 }
 
 export interface LoadedDecoder {
@@ -104,6 +142,7 @@ export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): n
 }
 
 export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
+  const startedAt = performance.now();
   let cfg: DecoderConfig;
   let generation: GenerationDefaults;
   let tokenizer: Tokenizer;
@@ -175,7 +214,9 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const megakernelRuns = asF32.support === null && asF32.budget === null;
   const dtype: WeightDType = requested === 'auto' && format === 'gguf' && megakernelRuns ? 'f32' : requested;
   const pack = eligibility(dtype === 'f32' || (dtype === 'auto' && format === 'safetensors')).support === null;
-  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
+  const progress = withProgress(weights, cfg.layers, startedAt, opts.onProgress);
+  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack });
+  progress.finish();
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
@@ -185,6 +226,8 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     scheduler: { maxTokensPerStep: geometry.maxTokens, maxSeqs, maxContext },
     eosIds,
   });
+  if (opts.warmUp) await warmUp(engine, ctx.pipelines, { maxContext, startedAt, ...(opts.onProgress ? { onProgress: opts.onProgress } : {}) });
+  opts.onProgress?.({ phase: 'ready', done: 1, total: 1, ms: performance.now() - startedAt });
   return {
     cfg,
     generation,

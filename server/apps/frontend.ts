@@ -23,14 +23,12 @@ import { createReadStream, existsSync } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, extname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import type { Context, Hono } from 'hono';
 import { cors } from 'hono/cors';
 import type { ServiceConfig } from '../config.ts';
-import { DEFAULT_MODEL_DIR } from '../paths.ts';
+import { DEFAULT_MODEL_DIR, WEB_DIST_DIR } from '../paths.ts';
 
-/** Where `npm run build:web` writes the app. */
-export const WEB_DIST_DIR = fileURLToPath(new URL('../../web/dist', import.meta.url));
+export { WEB_DIST_DIR };
 /** The bundled models (models/stories260K ...), the only directory browser mode may download from. */
 export const BUNDLED_MODELS_DIR = dirname(DEFAULT_MODEL_DIR);
 

@@ -6,12 +6,12 @@
  * Vertex-style (3002).
  */
 import { Hono, type MiddlewareHandler } from 'hono';
-import { NotFoundError } from '../../core/errors.ts';
+import { InvalidRequestError, NotFoundError } from '../../core/errors.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { errorBody, onError } from '../http/errors.ts';
 import { frontendOptions, frontendRoutes } from './frontend.ts';
 import type { Service } from '../service.ts';
-import { inferenceApp } from './inference.ts';
+import { healthz, inferenceApp } from './inference.ts';
 import { managementApp } from './management.ts';
 import { mountDocuments } from './documents.ts';
 import { metricsRoute } from './metrics_route.ts';
@@ -19,6 +19,7 @@ import { openaiApp } from './openai.ts';
 import { sagemakerApp } from './sagemaker.ts';
 import { vertexApp, vertexPort } from './vertex.ts';
 import type { ServiceConfig } from '../config.ts';
+import { PACKAGE_NAME } from '../paths.ts';
 
 export interface Apps {
   inference: Hono;
@@ -39,9 +40,24 @@ function finish(app: Hono, svc: Service, auth: MiddlewareHandler, pre?: Hono, ui
   root.notFound((c) => c.json(errorBody(new NotFoundError('route_not_found', `no route ${c.req.method} ${c.req.path}`)), 404));
   if (ui) frontendRoutes(root, frontendOptions(svc.config, ui));
   if (pre) root.route('/', pre);
+  root.route('/', commonRoutes(svc));
   root.use('*', auth);
   root.route('/', app);
   return root;
+}
+
+/**
+ * Open routes every port carries (ahead of auth, like the probes they are):
+ * `GET /version` → `{name, version}` (package.json), and `GET /health`, the
+ * same answer as `/healthz` for load balancers and platforms that probe that
+ * name. An app whose own health route is `/health` (Vertex with the default
+ * AIP_HEALTH_ROUTE) keeps it: `pre` is mounted first.
+ */
+function commonRoutes(svc: Service): Hono {
+  const app = new Hono();
+  app.get('/version', (c) => c.json({ name: PACKAGE_NAME, version: svc.version }));
+  app.get('/health', (c) => healthz(c, svc));
+  return app;
 }
 
 export function buildApps(svc: Service): Apps {
@@ -64,13 +80,45 @@ export function buildApps(svc: Service): Apps {
   };
 }
 
-/** Which app listens on which configured port (0 = disabled, except the inference app); shared by the Node and Deno entries. */
-export function listenPlan(config: ServiceConfig, apps: Apps): [name: string, port: number, app: Hono][] {
-  return [
-    ['inference', config.port, apps.inference],
-    ['management', config.managementPort, apps.management],
-    ['openai', config.openaiPort, apps.openai],
-    ['sagemaker', config.sagemakerPort, apps.sagemaker],
-    ['vertex', vertexPort(config), apps.vertex],
-  ];
+type AppName = keyof Apps;
+
+/**
+ * The port each app listens on (0 = off, except the inference app). Vertex AI
+ * sets AIP_HTTP_PORT (8080 unless the model's container spec says otherwise),
+ * which is also the SageMaker app's default port: on such a host the Vertex
+ * app takes the port and the SageMaker app is turned off, with a note saying
+ * so. Any other two apps on one port are a configuration error, answered at
+ * start-up instead of as an EADDRINUSE crash.
+ */
+export function appPorts(config: ServiceConfig, env: Record<string, string | undefined> = process.env): { ports: Record<AppName, number>; notes: string[] } {
+  const ports: Record<AppName, number> = {
+    inference: config.port,
+    management: config.managementPort,
+    openai: config.openaiPort,
+    sagemaker: config.sagemakerPort,
+    vertex: vertexPort(config, env),
+  };
+  const notes: string[] = [];
+  const fromAip = env.AIP_HTTP_PORT !== undefined && env.AIP_HTTP_PORT !== '';
+  if (fromAip && ports.vertex !== 0 && ports.vertex === ports.sagemaker) {
+    notes.push(`sagemaker app off: port ${ports.sagemaker} is AIP_HTTP_PORT, the Vertex app's (set sagemaker_port to another port to keep both)`);
+    ports.sagemaker = 0;
+  }
+  const owner = new Map<number, AppName>();
+  for (const name of Object.keys(ports) as AppName[]) {
+    const p = ports[name];
+    if (p === 0) continue;
+    const first = owner.get(p);
+    if (first) {
+      throw new InvalidRequestError('invalid_config', `config: the ${first} and ${name} apps are both on port ${p}; give one another port, or 0 to turn it off`, { key: name === 'inference' ? 'port' : `${name}_port`, port: p });
+    }
+    owner.set(p, name);
+  }
+  return { ports, notes };
+}
+
+/** Which app listens on which port (appPorts); shared by the Node and Deno entries. */
+export function listenPlan(config: ServiceConfig, apps: Apps, env: Record<string, string | undefined> = process.env): [name: string, port: number, app: Hono][] {
+  const { ports } = appPorts(config, env);
+  return (Object.keys(ports) as AppName[]).map((n) => [n, ports[n], apps[n]]);
 }

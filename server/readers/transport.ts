@@ -27,9 +27,16 @@ export interface WorkerHandle extends Endpoint {
 
 export type WorkerTransport = (init: ReaderInit) => WorkerHandle;
 
+/**
+ * Running from the TypeScript sources (a checkout, tsx or Deno) rather than the
+ * built package (dist/*.js): worker entries are then the .ts files (through the
+ * tsx bootstrap on Node), else their compiled .js siblings.
+ */
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+
 /** A worker thread; the init travels as workerData. */
 export const nodeTransport: WorkerTransport = (init) => {
-  const worker = new NodeWorker(new URL('./worker_boot.mjs', import.meta.url), { workerData: init, stdout: false, stderr: false });
+  const worker = new NodeWorker(new URL(FROM_SOURCE ? './worker_boot.mjs' : './worker_entry.js', import.meta.url), { workerData: init, stdout: false, stderr: false });
   let gone = false;
   worker.once('exit', () => (gone = true));
   return {
@@ -58,7 +65,7 @@ export const nodeTransport: WorkerTransport = (init) => {
  * the exit itself.
  */
 export const webTransport: WorkerTransport = (init) => {
-  const worker = new Worker(new URL('./web_worker_entry.ts', import.meta.url), { type: 'module', name: `weft-reader-${init.readerId}` });
+  const worker = new Worker(new URL(FROM_SOURCE ? './web_worker_entry.ts' : './web_worker_entry.js', import.meta.url), { type: 'module', name: `weft-reader-${init.readerId}` });
   const errorCbs: ((e: Error) => void)[] = [];
   const exitCbs: (() => void)[] = [];
   let exited = false;
