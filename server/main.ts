@@ -25,6 +25,7 @@ export async function start(config: ServiceConfig, opts: { ephemeral?: boolean }
   prepareGpuEnv(); // before any worker starts: workers cannot change the native environment
   const service = new Service(config);
   service.startConfiguredReaders();
+  await service.attachNats();
   const apps = buildApps(service);
   const plan = listenPlan(config, apps);
   const servers: Running['servers'] = [];

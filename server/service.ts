@@ -15,6 +15,9 @@ import type { ServiceConfig } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
+import { connectNats, resolveNatsOptions } from './readers/nats_conn.ts';
+import { NatsDirectory } from './readers/nats_directory.ts';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
 
@@ -34,6 +37,8 @@ export class Service {
   private readonly inFlight = new Map<string, { reader: ManagedReader; ac: AbortController }>();
   /** Bytes reserved by requests in flight (bounded by kvstoreMaxMemory). */
   reservedBytes = 0;
+  /** The broker connection and its reader directory, when NATS is configured (attachNats). */
+  nats: { nc: NatsConnection; directory: NatsDirectory } | null = null;
 
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
@@ -67,6 +72,21 @@ export class Service {
       );
     }
     for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+  }
+
+  /**
+   * With NATS configured (`nats:` / WEFT_NATS_URL): connects (bad credentials or
+   * an unreachable broker fail start-up) and starts discovering the readers
+   * attached there (server/readers/nats_directory.ts). Without, nothing.
+   */
+  async attachNats(): Promise<void> {
+    const opts = resolveNatsOptions(this.config.nats);
+    if (!opts) return;
+    const nc = await connectNats(opts, 'weft-serve');
+    const directory = new NatsDirectory(nc, this.readers, this.log);
+    directory.start();
+    this.nats = { nc, directory };
+    this.log('nats connected', { url: opts.url });
   }
 
   /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */
@@ -214,6 +234,8 @@ export class Service {
 
   async close(): Promise<void> {
     for (const f of this.inFlight.values()) f.ac.abort();
+    await this.nats?.directory.close();
     await this.readers.stopAll();
+    await this.nats?.nc.close().catch(() => undefined);
   }
 }
