@@ -60,6 +60,9 @@ describe('readers and front ends on NATS', () => {
       const chat = (await readerGroups(fe)).chat!;
       expect(chat.map((r) => r.reader_id).sort()).toEqual(['chat-0', 'chat-1', 'chat-2']);
       expect(chat.every((r) => r.remote === `nats:${r.reader_id}`)).toBe(true);
+      // The queue-depth metric an orchestrator scales reader processes on, for each remote reader.
+      const metrics = await (await fetch(`${fe.management}/metrics`)).text();
+      for (const id of ['chat-0', 'chat-1', 'chat-2']) expect(metrics).toMatch(new RegExp(`weft_queue_depth\\{[^}]*reader_id="${id}"[^}]*\\} 0`));
     }
   });
 
