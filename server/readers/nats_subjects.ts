@@ -32,10 +32,11 @@ export const LIVENESS_MS = 500;
  * A stats poll unanswered this long counts as a missed beat; LIVENESS_MISSES in
  * a row detach the reader, ms. Generous: a reader's event loop can be busy
  * with a long GPU step (CPU emulation); a process that is gone is detected at
- * once by "no responders" instead.
+ * once by "no responders" instead (on the next poll: hence the short timeout,
+ * since a poll sent just before the process died is never answered).
  */
-export const LIVENESS_TIMEOUT_MS = 5_000;
-export const LIVENESS_MISSES = 3;
+export const LIVENESS_TIMEOUT_MS = 1_000;
+export const LIVENESS_MISSES = 10;
 /** Longest wait for a call's answer (tokenize ... embed), ms. */
 export const CALL_TIMEOUT_MS = 120_000;
 /** Longest wait for hello and for a stream's acceptance, ms. */

@@ -61,7 +61,7 @@ describe('readers and front ends on NATS', () => {
       expect(chat.map((r) => r.reader_id).sort()).toEqual(['chat-0', 'chat-1', 'chat-2']);
       expect(chat.every((r) => r.remote === `nats:${r.reader_id}`)).toBe(true);
       // The queue-depth metric an orchestrator scales reader processes on, for each remote reader.
-      const metrics = await (await fetch(`${fe.management}/metrics`)).text();
+      const metrics = await (await fetch(`${fe.inference}/metrics`)).text();
       for (const id of ['chat-0', 'chat-1', 'chat-2']) expect(metrics).toMatch(new RegExp(`weft_queue_depth\\{[^}]*reader_id="${id}"[^}]*\\} 0`));
     }
   });
