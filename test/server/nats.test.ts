@@ -118,7 +118,7 @@ describe('readers and front ends on NATS', () => {
   }, 150_000);
 
   it('a front end SIGKILLed under load: the other keeps serving, the readers cancel its streams', async () => {
-    const onA = Array.from({ length: 12 }, () => stream(a.inference, { text: 'Once upon a time', max_new_tokens: 300, min_new_tokens: 300, consumer_group: 'chat' }).catch(() => null));
+    const onA = Array.from({ length: 12 }, () => stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }).catch(() => null));
     const onB = Array.from({ length: 12 }, (_, i) => stream(b.inference, { text: PROMPTS[i % PROMPTS.length], max_new_tokens: 60, consumer_group: 'chat' }));
     await sleep(1_500);
     await kill(a.child, 'SIGKILL');
@@ -140,6 +140,8 @@ describe('readers and front ends on NATS', () => {
       30_000,
       250,
     );
+    // ... and not (only) by running to their end: the readers say they cancelled streams of a gone front end.
+    expect(readers.some((r) => r.err().includes('front end gone: stream cancelled'))).toBe(true);
     a = await startFrontEnd({ url: nats.url });
     await until('new front end sees three readers', async () => (await readerGroups(a)).chat?.filter((r) => r.ready).length === 3, 30_000);
   }, 150_000);
