@@ -146,7 +146,7 @@ export async function startFrontEnd(nats: Record<string, string>, extra = "model
   const natsYaml = Object.entries(nats)
     .map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`)
     .join('\n');
-  const yaml = `host: 127.0.0.1\nport: ${port}\nmanagement_port: ${mgmt}\nopenai_port: 0\nsagemaker_port: 0\nvertex_port: 0\nembedding_model: ''\n${extra}\nnats:\n${natsYaml}\n`;
+  const yaml = `host: 127.0.0.1\nport: ${port}\nmanagement_port: ${mgmt}\nopenai_port: 0\nsagemaker_port: 0\nvertex_port: 0\n${extra.includes('embedding_model:') ? '' : "embedding_model: ''\n"}${extra}\nnats:\n${natsYaml}\n`;
   writeFileSync(join(dir, 'config.yaml'), yaml);
   const p = launchWeft(['serve', '--config', join(dir, 'config.yaml')]);
   await waitFor(p, 'front end listen', () => (p.err() + p.out()).includes(`"port":${mgmt}`), ms);
