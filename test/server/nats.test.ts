@@ -118,32 +118,34 @@ describe('readers and front ends on NATS', () => {
   }, 150_000);
 
   it('a front end SIGKILLed under load: the other keeps serving, the readers cancel its streams', async () => {
-    const onA = Array.from({ length: 12 }, () => stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }).catch(() => null));
-    const onB = Array.from({ length: 12 }, (_, i) => stream(b.inference, { text: PROMPTS[i % PROMPTS.length], max_new_tokens: 60, consumer_group: 'chat' }));
-    await sleep(1_500);
-    await kill(a.child, 'SIGKILL');
-    for (const r of await Promise.all(onB)) {
-      expect(r.error).toBeNull();
-      expect(r.done).toBe(true);
+    try {
+      const onA = Array.from({ length: 12 }, () => stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }).catch(() => null));
+      const onB = Array.from({ length: 12 }, (_, i) => stream(b.inference, { text: PROMPTS[i % PROMPTS.length], max_new_tokens: 60, consumer_group: 'chat' }));
+      await sleep(1_500);
+      await kill(a.child, 'SIGKILL');
+      for (const r of await Promise.all(onB)) expect(r, JSON.stringify(r)).toMatchObject({ status: 200, error: null, done: true });
+      await Promise.all(onA); // connections reset: they end, none hangs
+      // Every reader's in-flight count returns to zero: A's streams were cancelled (no responder to their heartbeats).
+      await until(
+        'readers idle',
+        async () => {
+          const loads: number[] = [];
+          for await (const s of await new Svcm(nc as never).client({ strategy: 'timer', maxWait: 500 } as never).stats('weft-reader')) {
+            loads.push((s.endpoints?.[0]?.data as { in_flight: number }).in_flight);
+          }
+          return loads.length === 3 && loads.every((n) => n === 0);
+        },
+        30_000,
+        250,
+      );
+      // ... and not (only) by running to their end: the readers say they cancelled streams of a gone front end.
+      expect(readers.some((r) => r.err().includes('front end gone: stream cancelled'))).toBe(true);
+    } finally {
+      // The next test needs two front ends whatever happened here.
+      if (a.child.exitCode === null && a.child.signalCode === null) await kill(a.child);
+      a = await startFrontEnd({ url: nats.url });
+      await until('new front end sees three readers', async () => (await readerGroups(a)).chat?.filter((r) => r.ready).length === 3, 30_000);
     }
-    await Promise.all(onA); // connections reset: they end, none hangs
-    // Every reader's in-flight count returns to zero: A's streams were cancelled (no responder to their heartbeats).
-    await until(
-      'readers idle',
-      async () => {
-        const loads: number[] = [];
-        for await (const s of await new Svcm(nc as never).client({ strategy: 'timer', maxWait: 500 } as never).stats('weft-reader')) {
-          loads.push((s.endpoints?.[0]?.data as { in_flight: number }).in_flight);
-        }
-        return loads.length === 3 && loads.every((n) => n === 0);
-      },
-      30_000,
-      250,
-    );
-    // ... and not (only) by running to their end: the readers say they cancelled streams of a gone front end.
-    expect(readers.some((r) => r.err().includes('front end gone: stream cancelled'))).toBe(true);
-    a = await startFrontEnd({ url: nats.url });
-    await until('new front end sees three readers', async () => (await readerGroups(a)).chat?.filter((r) => r.ready).length === 3, 30_000);
   }, 150_000);
 
   it('a broker restart under load: every request ends (done or reader_disconnected), then both sides reconnect by themselves', async () => {
