@@ -5,7 +5,7 @@
  * section. Each is a child process the test kills (SIGKILL for crashes).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -78,7 +78,10 @@ export async function startNats(conf?: string): Promise<NatsServer> {
       await sleep(downMs);
       srv.child = await launch();
     },
-    stop: () => kill(srv.child, 'SIGTERM'),
+    stop: async () => {
+      await kill(srv.child, 'SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
   return srv;
 }
@@ -149,6 +152,7 @@ export async function startFrontEnd(nats: Record<string, string>, extra = "model
   const yaml = `host: 127.0.0.1\nport: ${port}\nmanagement_port: ${mgmt}\nopenai_port: 0\nsagemaker_port: 0\nvertex_port: 0\n${extra.includes('embedding_model:') ? '' : "embedding_model: ''\n"}${extra}\nnats:\n${natsYaml}\n`;
   writeFileSync(join(dir, 'config.yaml'), yaml);
   const p = launchWeft(['serve', '--config', join(dir, 'config.yaml')]);
+  p.child.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   await waitFor(p, 'front end listen', () => (p.err() + p.out()).includes(`"port":${mgmt}`), ms);
   return { ...p, inference: `http://127.0.0.1:${port}`, management: `http://127.0.0.1:${mgmt}` };
 }
