@@ -28,7 +28,10 @@
  *   aggregate tok/s at `--serving-concurrency` (default 1,4,16,64) against the same requests
  *   run one after another, TTFT under load, KV bytes/token f32 vs q8, prefix-hit speedup.
  *   `--serving-tokens` (default 64 on stories260K, 16 on llama20m) and `--serving-runs`
- *   (default 5 / 1) apply to every model; `--timeout` per case (default 3600 s here).
+ *   (default 5 / 1) apply to every model; `--timeout` per case (default 3600 s here);
+ * - `cluster` (bench/cluster.ts): the same reader in-process and as a `weft reader --nats`
+ *   process behind one front end: requests/s, TTFT p50 and tok/s at concurrency 1 and 32,
+ *   NATS / in-process as ratios (needs `nats-server`; `--quick`: concurrency 1, 8).
  * All but `generate` and `serving` are other engineers' modules, imported by URL and called through their
  * exported functions when present (skipped with a note otherwise). A module that throws
  * becomes a "failed" line in the report. `--peers none`, `--batch none` skip parts of
@@ -50,7 +53,7 @@ import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import { benchServing, servingTable, type ServingReport } from './serving.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
-const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving'] as const;
+const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster'] as const;
 type ModuleName = (typeof MODULES)[number];
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -114,6 +117,13 @@ async function runEmbeddings(backends: string[], quick: boolean, log: (s: string
   if (typeof m === 'string') return m;
   if (!m.benchEmbeddings || !m.embeddingsTable) return '_bench/embeddings.ts exports no benchEmbeddings() / embeddingsTable(); skipped._';
   return m.embeddingsTable(await m.benchEmbeddings({ backends, log, ...(quick ? { runs: 2, webgpuTimeoutS: 600 } : {}) })) as string;
+}
+
+async function runCluster(quick: boolean, log: (s: string) => void): Promise<string> {
+  const m = await sibling('cluster.ts', ['benchCluster', 'clusterTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchCluster || !m.clusterTable) return '_bench/cluster.ts exports no benchCluster() / clusterTable(); skipped._';
+  return m.clusterTable(await m.benchCluster({ log, ...(quick ? { concurrency: [1, 8], tokens: 16 } : {}) })) as string;
 }
 
 async function runDocuments(quick: boolean, log: (s: string) => void): Promise<string> {
@@ -244,6 +254,9 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (only.includes('speculative')) {
     sections.push(await section('Speculative decoding (bench/speculative.ts)', () => runSpeculative(backends, quick, log), log));
+  }
+  if (only.includes('cluster')) {
+    sections.push(await section('Readers over NATS vs in-process (bench/cluster.ts)', () => runCluster(quick, log), log));
   }
   if (only.includes('serving')) {
     const each = <T,>(v: T | undefined): Partial<Record<ModelId, T>> | undefined => (v === undefined ? undefined : { stories260K: v, llama20m: v });

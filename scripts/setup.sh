@@ -2,13 +2,14 @@
 # Sets up a fresh Debian machine for Weft (and is what CI runs first): the
 # system libraries WebGPU needs on hosts without a GPU — Mesa EGL/GLES for
 # Dawn's OpenGL ES backend, the Vulkan loader + lavapipe for Deno, Debian
-# chromium for its SwiftShader ICD and the browser tests — then the npm
+# chromium for its SwiftShader ICD and the browser tests, nats-server (the
+# broker the multi-machine tests start) — then the npm
 # dependencies. Idempotent: skips what is present.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates)
+PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server)
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

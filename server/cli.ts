@@ -5,14 +5,15 @@
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
  *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
- *   weft reader   --model PATH --listen HOST:PORT [--token T] [--backend B] ...
- *                 loads one reader and serves it to servers that attach it
- *                 with `remote: host:port` (server/readers/remote_server.ts)
+ *   weft reader   --nats URL --group G [--model PATH] [--backend B] ...
+ *                 loads one reader and attaches it to consumer group G on
+ *                 NATS, for every front end there (server/readers/nats_reader.ts)
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
  * `{"text", "token_ids", ...}` object instead, for scripts. Temperature 0
  * means greedy decoding.
  */
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { GpuContext } from '../core/gpu/context.ts';
@@ -30,7 +31,9 @@ const USAGE = `usage:
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
-  weft reader --listen HOST:PORT [--token T] [--model DIR_OR_GGUF] [--backend NAME]
+  weft reader --nats nats://HOST:4222|tls://HOST:4222 --group G [--model DIR_OR_GGUF] [--backend NAME]
+              [--creds FILE | --nkey SEED_OR_FILE | --user U --password P | --token T]
+              [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--reader-id ID]
               [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]`;
 
 function num(v: string | undefined, name: string): number | undefined {
@@ -120,19 +123,28 @@ async function device(argv: string[]): Promise<number> {
 }
 
 /**
- * `weft reader`: loads the model, listens, prints one JSON line
- * `{"listening": {"host", "port"}, "reader_id", "model", "device", "backend"}`
- * on stdout (port 0 binds an ephemeral port: read it there), and serves until
- * SIGINT / SIGTERM. The token comes from --token or WEFT_READER_TOKEN; without
- * one, any client may attach (loopback only, or a private network).
+ * `weft reader`: loads the model, runs one probe token, connects to NATS and
+ * attaches to its consumer group (nats_reader.ts), prints one JSON line
+ * `{"attached": {"nats", "group"}, "reader_id", "model", "device", "backend"}`
+ * on stdout, and serves until SIGINT / SIGTERM. Connection settings come from
+ * the flags or WEFT_NATS_* variables (server/readers/nats_conn.ts); a broker
+ * that refuses the credentials fails the command.
  */
 async function reader(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
       model: { type: 'string' },
-      listen: { type: 'string' },
+      nats: { type: 'string' },
+      group: { type: 'string' },
+      creds: { type: 'string' },
+      nkey: { type: 'string' },
+      user: { type: 'string' },
+      password: { type: 'string' },
       token: { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
       backend: { type: 'string' },
       dtype: { type: 'string' },
       'max-batch-size': { type: 'string' },
@@ -142,25 +154,35 @@ async function reader(argv: string[]): Promise<number> {
       'reader-id': { type: 'string' },
     },
   });
-  if (!values.listen) {
+  const { resolveNatsOptions, connectNats } = await import('./readers/nats_conn.ts');
+  const nats = resolveNatsOptions({
+    url: values.nats,
+    creds: values.creds,
+    nkey: values.nkey,
+    user: values.user,
+    password: values.password,
+    token: values.token,
+    tls_ca: values['tls-ca'],
+    tls_cert: values['tls-cert'],
+    tls_key: values['tls-key'],
+  });
+  if (!nats) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const { splitHostPort } = await import('./readers/remote_frames.ts');
+  const group = values.group ?? 'primary';
+  const { READER_ID_RE } = await import('./readers/nats_subjects.ts');
+  const readerId = values['reader-id'] ?? `${group}-${hostname().replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 40)}-${process.pid}`;
+  if (!READER_ID_RE.test(readerId)) throw new WeftError('invalid_argument', `--reader-id must match ${READER_ID_RE.source}, got "${readerId}"`);
   const { parseReaderSpec } = await import('./readers/spec.ts');
   const { openReader } = await import('./readers/open_reader.ts');
-  const { listenRemoteReader } = await import('./readers/remote_server.ts');
+  const { serveReaderOverNats } = await import('./readers/nats_reader.ts');
   const { prepareGpuEnv } = await import('../core/gpu/device.ts');
   const { createLogger } = await import('./log.ts');
-  let addr: { host: string; port: number };
-  try {
-    addr = splitHostPort(values.listen);
-  } catch (e) {
-    throw new WeftError('invalid_argument', `--listen: ${(e as Error).message}`);
-  }
   const spec = parseReaderSpec(
     {
       model: values.model ?? DEFAULT_MODEL_DIR,
+      consumer_group: group,
       backend: values.backend,
       dtype: values.dtype,
       max_batch_size: num(values['max-batch-size'], 'max-batch-size'),
@@ -170,22 +192,30 @@ async function reader(argv: string[]): Promise<number> {
     },
     { model: DEFAULT_MODEL_DIR },
   );
-  const token = values.token ?? process.env.WEFT_READER_TOKEN ?? null;
   const log = createLogger({ timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS, color: false });
-  if (token === null && !/^(127\.|localhost$|::1$)/.test(addr.host)) log('listening without a token on a non-loopback address: any client can attach', {}, 'warn');
+  let nc: Awaited<ReturnType<typeof connectNats>>;
+  try {
+    nc = await connectNats(nats, `weft-reader-${readerId}`);
+  } catch (e) {
+    throw new WeftError('nats_connect_failed', `--nats ${nats.url}: ${(e as Error).message}`);
+  }
   prepareGpuEnv();
-  const readerId = values['reader-id'] ?? `reader@${hostname()}`;
   const api = await openReader({ readerId, spec }, spec.backend, { probe: true });
-  const srv = await listenRemoteReader(api, { host: addr.host, port: addr.port, token, log: (m, f) => log(m, f) });
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  const srv = await serveReaderOverNats(api, nc, { group, version, log: (m, f) => log(m, f) });
   const info = api.info();
-  process.stdout.write(`${JSON.stringify({ listening: { host: srv.host, port: srv.port }, reader_id: info.readerId, model: info.model, device: info.device, backend: info.backend })}\n`);
-  log('reader listening', { host: srv.host, port: srv.port, model: info.model, backend: info.backend });
+  process.stdout.write(`${JSON.stringify({ attached: { nats: nats.url, group }, reader_id: info.readerId, model: info.model, device: info.device, backend: info.backend })}\n`);
+  log('reader attached', { nats: nats.url, consumer_group: group, reader_id: info.readerId, model: info.model, backend: info.backend });
+  void (async () => {
+    for await (const st of nc.status()) if (st.type === 'disconnect' || st.type === 'reconnect') log(`nats ${st.type}`, {});
+  })();
   await new Promise<void>((resolve) => {
     process.once('SIGINT', () => resolve());
     process.once('SIGTERM', () => resolve());
   });
-  log('reader shutting down', { connections: srv.connections() });
+  log('reader shutting down', { in_flight: srv.inFlight() });
   await srv.close();
+  await nc.drain().catch(() => undefined);
   setTimeout(() => process.exit(0), 200).unref(); // the GPU device may hold the event loop open
   return 0;
 }

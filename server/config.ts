@@ -11,6 +11,7 @@ import { parseBytes } from '../core/engine/sizes.ts';
 import { DEFAULT_COMPILE_LIMITS } from '../core/engine/constraints.ts';
 import { MAX_SPECULATIVE_TOKENS } from '../core/engine/speculative.ts';
 import { checkDocumentsSection } from './documents/config.ts';
+import { resolveNatsOptions } from './readers/nats_conn.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
 
 export type WarmupMode = 'auto' | 'on' | 'off';
@@ -88,6 +89,12 @@ export interface ServiceConfig {
    * WEFT_DOCUMENTS_* variables over it by server/documents/config.ts.
    */
   documents?: Record<string, unknown> | null;
+  /**
+   * The `nats:` mapping (readers, front ends and document workers on a NATS
+   * broker; keys in docs/scaling.md), with the WEFT_NATS_* variables over it,
+   * resolved by server/readers/nats_conn.ts. Absent = no NATS.
+   */
+  nats?: Record<string, unknown> | null;
 }
 
 export const DEFAULTS: ServiceConfig = {
@@ -132,7 +139,7 @@ export const DEFAULTS: ServiceConfig = {
   backend: 'auto',
 };
 
-type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents' | 'owners_map';
+type Kind = 'string' | 'int' | 'bytes' | 'bool' | 'list' | 'nullable' | 'nullable_int' | 'array' | 'documents' | 'owners_map' | 'nats';
 const KEYS: Record<keyof ServiceConfig, Kind> = {
   host: 'string',
   port: 'int',
@@ -174,6 +181,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   aipHealthRoute: 'string',
   backend: 'string',
   documents: 'documents',
+  nats: 'nats',
 };
 
 /** Variables whose names follow another convention than WEFT_<KEY>. */
@@ -226,6 +234,11 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
       if (typeof m !== 'object' || m === null || Array.isArray(m) || !Object.values(m).every(ok)) return bad('a mapping of API key -> non-empty list of owners');
       return Object.fromEntries(Object.entries(m as Record<string, string[]>).map(([k, o]) => [k, [...new Set(o.map((x) => x.trim()))]]));
     }
+    case 'nats':
+      if (v === null) return null;
+      if (typeof v !== 'object' || Array.isArray(v)) return bad('a mapping (url, creds, nkey, user, password, token, tls_ca, tls_cert, tls_key)');
+      resolveNatsOptions(v as Record<string, unknown>, {}); // unknown keys and bad values fail at start-up
+      return v;
     case 'array':
       if (Array.isArray(v)) return v;
       if (typeof v === 'string') {
@@ -265,7 +278,7 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
     }
   }
   for (const key of Object.keys(KEYS) as (keyof ServiceConfig)[]) {
-    if (KEYS[key] === 'documents') continue; // one WEFT_DOCUMENTS_<KEY> variable per key, read by server/documents/config.ts
+    if (KEYS[key] === 'documents' || KEYS[key] === 'nats') continue; // one WEFT_DOCUMENTS_<KEY> variable per key, read by server/documents/config.ts
     const name = ENV_NAMES[key] ?? `WEFT_${snake(key).toUpperCase()}`;
     const v = env[name];
     if (v === undefined) continue;

@@ -27,6 +27,7 @@ export async function start(config: ServiceConfig, opts: { ephemeral?: boolean }
   const service = new Service(config);
   for (const note of notes) service.log(note, {}, 'warn');
   service.startConfiguredReaders();
+  await service.attachNats();
   const apps = buildApps(service);
   const plan = listenPlan(config, apps);
   const servers: Running['servers'] = [];

@@ -16,6 +16,9 @@ import { Admission, cappedTokens } from './admission.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type ManagedReader, PROBE_MS } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
+import { connectNats, resolveNatsOptions } from './readers/nats_conn.ts';
+import { NatsDirectory } from './readers/nats_directory.ts';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { Metrics } from './metrics.ts';
 import { VERSION } from './paths.ts';
@@ -38,6 +41,8 @@ export class Service {
   reservedBytes = 0;
   /** Per-reader admission by KV pool and expected queue wait (admission.ts). */
   readonly admission = new Admission(() => this.config.maxQueueWaitMillis);
+  /** The broker connection and its reader directory, when NATS is configured (attachNats). */
+  nats: { nc: NatsConnection; directory: NatsDirectory } | null = null;
 
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
@@ -71,6 +76,21 @@ export class Service {
       );
     }
     for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+  }
+
+  /**
+   * With NATS configured (`nats:` / WEFT_NATS_URL): connects (bad credentials or
+   * an unreachable broker fail start-up) and starts discovering the readers
+   * attached there (server/readers/nats_directory.ts). Without, nothing.
+   */
+  async attachNats(): Promise<void> {
+    const opts = resolveNatsOptions(this.config.nats);
+    if (!opts) return;
+    const nc = await connectNats(opts, 'weft-serve');
+    const directory = new NatsDirectory(nc, this.readers, this.log);
+    directory.start();
+    this.nats = { nc, directory };
+    this.log('nats connected', { url: opts.url });
   }
 
   /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) and compile budget where it sets none. */
@@ -240,6 +260,8 @@ export class Service {
 
   async close(): Promise<void> {
     for (const f of this.inFlight.values()) f.ac.abort();
+    await this.nats?.directory.close();
     await this.readers.stopAll();
+    await this.nats?.nc.close().catch(() => undefined);
   }
 }

@@ -91,8 +91,6 @@ export const ReaderSpecBody = z
     speculative_tokens: z.number().int().optional().describe('Draft tokens verified per step (1-16, default 4); needs assistant_model.'),
     assistant_required: z.boolean().optional().describe('Fail the reader when the draft is unusable (default false: start without speculation and log why).'),
     ...ScalingFields.shape,
-    remote: z.string().optional().describe('host:port of a `weft reader --listen` process to attach instead of loading the model here (docs/scaling.md).'),
-    token: z.string().optional().describe('Shared token of the remote reader (default: WEFT_READER_TOKEN).'),
   })
   .strict();
 

@@ -4,11 +4,11 @@
  * restart with exponential backoff when the worker dies (not when it is
  * deleted). A model that fails to load is reported, not restarted in a loop:
  * load errors are configuration errors. The worker is a Node worker thread or
- * a Web Worker (Deno), per transport.ts, or a TCP connection to a reader on
- * another machine (remote_transport.ts): a dropped connection is handled as a
- * crash (requests in flight fail with 503 `reader_disconnected`), and the
- * reconnect backoff is capped at REMOTE_BACKOFF_CAP_MS and starts over after
- * each successful attach.
+ * a Web Worker (Deno), per transport.ts, or a reader process on NATS
+ * (nats_transport.ts): a reader gone from the broker is handled as a crash
+ * (requests in flight fail with 503 `reader_disconnected`), and the re-attach
+ * backoff is capped at REMOTE_BACKOFF_CAP_MS and starts over after each
+ * successful attach.
  */
 import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
 import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
@@ -37,6 +37,8 @@ export class ManagedReader {
   runtime = false;
   /** Date.now() when the reader was last picked for a request or its last request finished (or it started). */
   idleSince = Date.now();
+  /** Load other front ends put on a remote reader (from its reported stats); 0 for local readers. */
+  externalLoad = 0;
   private inFlightCount = 0;
   private idleWaiters: (() => void)[] = [];
   /** Restart attempts since the last successful start (the backoff exponent). */
@@ -118,6 +120,11 @@ export class ManagedReader {
     if (this.inFlightCount > 0) ms = now - Math.max(this.lastProgressAt, this.workSince);
     if (this.probeSince !== null) ms = Math.max(ms, now - Math.max(this.lastHeardAt, this.probeSince));
     return Math.max(0, ms);
+  }
+
+  /** What least-loaded picking compares: this process's requests in flight plus other front ends' load. */
+  get load(): number {
+    return this.inFlightCount + this.externalLoad;
   }
 
   /** Resolves once nothing is in flight. */

@@ -10,17 +10,17 @@
  * group's first local reader spec) under queued load and drains idle ones
  * down to `min_replicas`, possibly zero; a request for a group at zero starts
  * a replica and waits for it (`acquire`). Readers may be local (a worker
- * thread) or remote (`remote: host:port`, remote_transport.ts).
+ * thread) or remote (a reader process found on NATS, `remote:
+ * nats:<reader_id>`, nats_directory.ts; its transport is `remoteTransport`).
  */
 import { errorFromJSON, InvalidRequestError, NotFoundError, UnavailableError } from '../../core/errors.ts';
 import type { AnyReaderApi, ReaderType } from '../../core/engine/reader_api.ts';
 import type { Logger } from '../log.ts';
 import { counterFamily, gauge } from '../metrics.ts';
 import { ManagedReader, PROBE_MS } from './managed_reader.ts';
-import { remoteTransport } from './remote_transport.ts';
 import { decide, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
 import type { ReaderSpec } from './spec.ts';
-import { defaultTransport, unrefTimer } from './transport.ts';
+import { defaultTransport, unrefTimer, type WorkerTransport } from './transport.ts';
 
 export interface ReaderSummary {
   reader_id: string;
@@ -34,7 +34,7 @@ export interface ReaderSummary {
   error: { code: string; message: string } | null;
   restarts: number;
   in_flight: number;
-  /** `host:port` of a remote reader, else null. */
+  /** `nats:<reader_id>` for a reader attached over NATS, else null. */
   remote: string | null;
   /** Started by the scaler (scale-up or cold start). */
   autoscaled: boolean;
@@ -83,6 +83,8 @@ export class ReaderManager {
   private ticking = false;
   /** Set by the service: scaling events are logged. */
   log: Logger = () => {};
+  /** How remote readers (`spec.remote`) are reached: set when NATS is configured. */
+  remoteTransport: WorkerTransport | null = null;
 
   start(spec: ReaderSpec): ManagedReader {
     const id = spec.readerId ?? `reader-${++seq}-${Math.random().toString(36).slice(2, 8)}`;
@@ -104,7 +106,8 @@ export class ReaderManager {
   }
 
   private launch(id: string, spec: ReaderSpec): ManagedReader {
-    const r = new ManagedReader(id, spec, spec.remote ? remoteTransport : defaultTransport());
+    if (spec.remote && !this.remoteTransport) throw new InvalidRequestError('invalid_reader_config', `reader ${id} is remote but NATS is not configured`, { reader_id: id });
+    const r = new ManagedReader(id, spec, spec.remote ? this.remoteTransport! : defaultTransport());
     this.readers.set(id, r);
     return r;
   }
@@ -178,7 +181,7 @@ export class ReaderManager {
         field: 'consumer_group',
       });
     }
-    const chosen = fit.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
+    const chosen = fit.reduce((a, b) => (b.load < a.load ? b : a));
     // Routed counts as activity: the caller marks the request in flight only after an await,
     // and a scaler tick in between must not take the replica for idle and drain it.
     chosen.idleSince = Date.now();
@@ -228,6 +231,14 @@ export class ReaderManager {
     const r = this.get(id);
     this.readers.delete(id);
     if (this.members(r.spec.consumerGroup).length === 0) this.meta.delete(r.spec.consumerGroup);
+    await r.stop();
+  }
+
+  /** Removes a reader that went away (a remote reader no longer on the broker); its group stays, possibly empty. */
+  async detach(id: string): Promise<void> {
+    const r = this.readers.get(id);
+    if (!r) return;
+    this.readers.delete(id);
     await r.stop();
   }
 

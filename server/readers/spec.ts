@@ -4,7 +4,6 @@
  */
 import { MAX_SPECULATIVE_TOKENS } from '../../core/engine/speculative.ts';
 import { InvalidRequestError } from '../../core/errors.ts';
-import { parseRemote } from './remote_spec.ts';
 import { parseScaling, type ScalingPolicy } from './scaling.ts';
 
 export interface ReaderSpec {
@@ -42,10 +41,11 @@ export interface ReaderSpec {
    * the reader.
    */
   assistantRequired?: boolean;
-  /** `host:port` of a `weft reader --listen` process: the reader runs there, not in a worker here (remote_transport.ts). */
+  /**
+   * `nats:<reader_id>`: a `weft reader --nats` process found on the broker
+   * (nats_directory.ts sets it; not a config field): the reader runs there.
+   */
   remote?: string;
-  /** Shared token for `remote` (default: WEFT_READER_TOKEN). */
-  remoteToken?: string;
   /** Most ms one constraint may take to compile on this reader (server-wide `constraint_compile_millis`). */
   constraintCompileMillis?: number;
   /** Scaling fields given with this entry; they set its consumer group's policy (scaling.ts). */
@@ -148,6 +148,8 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   Object.assign(spec, parseAssistant(o));
   const scaling = parseScaling(o);
   if (scaling) spec.scaling = scaling;
-  Object.assign(spec, parseRemote(o, spec));
+  for (const k of ['remote', 'token']) {
+    if (o[k] !== undefined) throw new InvalidRequestError('invalid_reader_config', `${k}: remote readers attach themselves over NATS (weft reader --nats URL --group G); see docs/scaling.md`, { field: k });
+  }
   return spec;
 }

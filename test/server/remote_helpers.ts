@@ -1,49 +1,10 @@
 /**
- * Test helpers for remote readers and scaling: a real `weft reader --listen`
- * child process, the service's apps on real loopback HTTP, and small polling.
+ * Test helpers for remote readers and scaling: killing child processes, the
+ * service's apps on real loopback HTTP, token streams, and small polling.
  */
 import { serve, type ServerType } from '@hono/node-server';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import type { Apps } from '../../server/apps/index.ts';
-
-const WEFT = fileURLToPath(new URL('../../bin/weft.js', import.meta.url));
-
-export interface ReaderProcess {
-  child: ChildProcess;
-  port: number;
-  info: { reader_id: string; model: string; backend: string };
-  stderr: () => string;
-}
-
-/** Starts `weft reader --listen 127.0.0.1:PORT` and resolves once it prints its listening line. */
-export function startReaderProcess(args: string[], port = 0, timeoutMs = 90_000): Promise<ReaderProcess> {
-  const child = spawn(process.execPath, [WEFT, 'reader', '--listen', `127.0.0.1:${port}`, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, WEFT_LOG_DISABLE_TIMESTAMPS: '1' },
-  });
-  let out = '';
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`reader process did not listen within ${timeoutMs} ms: ${err}`));
-    }, timeoutMs);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`reader process exited (${code}): ${err}`));
-    });
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (!line) return;
-      clearTimeout(timer);
-      const j = JSON.parse(line) as { listening: { port: number }; reader_id: string; model: string; backend: string };
-      resolve({ child, port: j.listening.port, info: j, stderr: () => err });
-    });
-  });
-}
 
 /** Kills a child and resolves when it is gone. */
 export function kill(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
