@@ -20,7 +20,7 @@ export function runBenchChild<T>(file: string, spec: unknown, tag: string, timeo
     child.stderr.on('data', (d: Buffer) => {
       const s = d.toString();
       errTail = (errTail + s).slice(-4000);
-      for (const line of s.split('\n')) if (/^  \S/.test(line)) log(line);
+      for (const line of s.split('\n')) if (/^ {2}\S/.test(line)) log(line);
     });
     const timer = setTimeout(() => {
       log(`  timeout after ${timeoutSec} s: killing pid ${child.pid}`);

@@ -230,6 +230,7 @@ function coerce(key: string, kind: Kind, v: unknown): unknown {
           return bad('a JSON object of key -> list of owners');
         }
       }
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this check refuses
       const ok = (o: unknown): o is string[] => Array.isArray(o) && o.length > 0 && o.every((x) => typeof x === 'string' && x.trim() !== '' && !/[\0-\x1f]/.test(x));
       if (typeof m !== 'object' || m === null || Array.isArray(m) || !Object.values(m).every(ok)) return bad('a mapping of API key -> non-empty list of owners');
       return Object.fromEntries(Object.entries(m as Record<string, string[]>).map(([k, o]) => [k, [...new Set(o.map((x) => x.trim()))]]));

@@ -70,7 +70,7 @@ export interface TjsResult {
   runs: TjsRun[];
 }
 
-type AnyObj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type AnyObj = Record<string, any>;
 
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 

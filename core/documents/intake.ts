@@ -125,6 +125,7 @@ const invalid = (reason: string, message: string): EntryResult => ({ ok: false, 
  * UTF-16 surrogate (which has no UTF-8 form).
  */
 export function isStorableText(s: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this check refuses
   return !/[\0-\x1f\x7f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
 }
 
@@ -144,6 +145,7 @@ export async function validateEntry(raw: unknown, limits: DocumentLimits, reader
   if (name === undefined || name === null || name === '') return invalid('missing_name', '"name" is required');
   if (typeof name !== 'string' || name.length > MAX_NAME || /[\0\n\r]/.test(name)) return invalid('invalid_name', `"name" must be a one-line string of at most ${MAX_NAME} characters`);
   if (category === undefined || category === null || (typeof category === 'string' && !category.trim())) return invalid('missing_category', '"category" is required');
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this check refuses
   if (typeof category !== 'string' || category.length > MAX_CATEGORY || /[\0-\x1f]/.test(category)) return invalid('invalid_category', `"category" must be a string of at most ${MAX_CATEGORY} characters`);
   if (limits.categories.length && !limits.categories.includes(category)) return invalid('unknown_category', `unknown category "${category}"; configured: ${limits.categories.join(', ')}`);
   const owners = parseOwners(raw.owners);

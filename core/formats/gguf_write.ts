@@ -266,7 +266,7 @@ function tokenizerMetadata(opts: HfToGgufOptions, c: DecoderConfig): GgufMetaEnt
     added_tokens?: { id: number; content: string; special?: boolean }[];
   };
   const m = tj?.model;
-  if (!m || m.type !== 'BPE' || typeof m.vocab !== 'object') {
+  if (m?.type !== 'BPE' || typeof m.vocab !== 'object') {
     throw new UnsupportedModelError(`hfToGguf: tokenizer model ${JSON.stringify(m?.type ?? null)} not supported; supported: BPE`);
   }
   const spm = m.byte_fallback === true;

@@ -20,8 +20,7 @@ export class Profiler {
   private busy: Promise<void> = Promise.resolve();
   private readonly totals = new Map<string, { calls: number; ns: number }>();
 
-  constructor(
-    private readonly device: GPUDevice,
+  constructor(readonly device: GPUDevice,
     /** Most timed dispatches per step. */
     readonly capacity = 512,
   ) {

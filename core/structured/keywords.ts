@@ -43,11 +43,6 @@ export interface Plain {
   enumValues: unknown[] | null;
 }
 
-const IGNORED = new Set([
-  'title', 'description', 'examples', '$schema', '$id', 'default', '$comment', 'deprecated', 'readOnly', 'writeOnly',
-  '$defs', 'definitions', '$anchor', '$dynamicAnchor', '$vocabulary', 'contentEncoding', 'contentMediaType', 'contentSchema',
-  'allOf', 'anyOf', 'oneOf', '$ref', // handled by the compiler
-]);
 const UNSUPPORTED = new Set([
   'not', 'multipleOf', 'patternProperties', 'propertyNames', 'maxProperties', 'contains', 'minContains', 'maxContains',
   'dependentRequired', 'dependentSchemas', 'dependencies', 'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef',
@@ -210,7 +205,7 @@ function intersectTypes(a: ReadonlySet<JsonType> | null, b: ReadonlySet<JsonType
 }
 
 const both = (a: Sub | undefined, b: Sub | undefined): Sub | undefined => (a && b ? { parts: [...a.parts, ...b.parts] } : a ?? b);
-const forbids = (s: Sub | undefined): boolean => s !== undefined && s.parts.some((x) => x.schema === false);
+const forbids = (s: Sub | undefined): boolean => s?.parts.some((x) => x.schema === false) ?? false;
 
 /** Conjunction of two Plain records; null if they contradict. */
 export function merge(a: Plain, b: Plain): Plain | null {

@@ -13,7 +13,7 @@
  * that is what guarantees every non-empty DFA state has a completion (no dead
  * ends) — the property the token masks rely on.
  */
-import { type Node } from './ast.ts';
+import type { Node } from './ast.ts';
 import { type ByteSeq, type Ranges, utf8Sequences } from './charset.ts';
 import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';

@@ -114,7 +114,7 @@ function ownExcludes(g: Gen, o: Record<string, unknown>, resolve: Resolve, depth
   }
   const vals = constsOf(o);
   if (vals) {
-    if (g.consts && g.consts.every((v) => !vals.some((w) => deepEqual(v, w)))) return true;
+    if (g.consts?.every((v) => !vals.some((w) => deepEqual(v, w)))) return true;
     if (![...g.types].some((t) => vals.some((v) => overlap(t, typeOfValue(v))))) return true;
   }
   const numeric = [...g.types].every((t) => t === 'integer' || t === 'number');
@@ -124,7 +124,7 @@ function ownExcludes(g: Gen, o: Record<string, unknown>, resolve: Resolve, depth
     if (g.consts) {
       if (g.consts.every((v) => outside(v, lo, hi))) return true;
     } else if (below(g.upper, lo) || below(hi, g.lower)) return true;
-    else if (vals && vals.every((v) => outside(v, g.lower, g.upper))) return true;
+    else if (vals?.every((v) => outside(v, g.lower, g.upper))) return true;
   }
   if (g.types.size === 1 && g.types.has('object')) {
     const props = o.properties && typeof o.properties === 'object' ? (o.properties as Record<string, unknown>) : {};

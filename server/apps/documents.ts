@@ -43,7 +43,7 @@ export interface MountOptions extends Partial<Omit<DocumentServiceOptions, 'conf
 
 function viewerOf(c: Context, authOn: boolean): Viewer {
   const h = c.req.header(OWNER_HEADER);
-  const owner = h !== undefined && h.trim() ? h.trim() : null;
+  const owner = h?.trim() ? h.trim() : null;
   if (owner !== null && (owner.length > 256 || !isStorableText(owner))) throw new InvalidRequestError('invalid_owner', `${OWNER_HEADER}: at most 256 characters, no control characters`, { field: OWNER_HEADER });
   const allowed = keyOwners(c.req.raw);
   if (allowed) {
@@ -57,7 +57,7 @@ function viewerOf(c: Context, authOn: boolean): Viewer {
 function listOrNull(v: string | string[] | undefined, field: string): string[] | null {
   if (v === undefined) return null;
   const list = parseOwners(v);
-  if (!list || !list.length) throw new InvalidRequestError('invalid_request', `${field}: expected a non-empty string or list of strings without control characters`, { field });
+  if (!list?.length) throw new InvalidRequestError('invalid_request', `${field}: expected a non-empty string or list of strings without control characters`, { field });
   return list;
 }
 

@@ -12,7 +12,7 @@
  */
 import type { Hono } from 'hono';
 import { PayloadTooLargeError } from '../../core/errors.ts';
-import { ApiSpec, parseBody } from '../http/api_spec.ts';
+import { type ApiSpec, parseBody } from '../http/api_spec.ts';
 import * as E from '../http/encoder_schemas.ts';
 import type { Service } from '../service.ts';
 

@@ -51,7 +51,7 @@ export const TgiResponse = z.array(z.object({ generated_text: z.string(), detail
 
 /** A body in TGI's shape: an object with `inputs` (Weft's own body has `text`). */
 export function isTgiBody(json: unknown): boolean {
-  return typeof json === 'object' && json !== null && !Array.isArray(json) && Object.prototype.hasOwnProperty.call(json, 'inputs');
+  return typeof json === 'object' && json !== null && !Array.isArray(json) && Object.hasOwn(json, 'inputs');
 }
 
 /** TGI parameters as the native generation parameters (greedy unless sampling is asked for, as TGI decides). */

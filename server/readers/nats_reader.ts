@@ -17,7 +17,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { errorToJSON } from '../../core/errors.ts';
 import { serveReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
 import type { AnyReaderApi } from '../../core/engine/reader_api.ts';
-import { HEARTBEAT_MS, readerSubject, SERVICE_NAME, type ReaderLoad } from './nats_subjects.ts';
+import { HEARTBEAT_MS, type ReaderLoad, SERVICE_NAME } from './nats_subjects.ts';
 import { decodeMessage, encodeMessage } from './wire_codec.ts';
 
 export interface NatsReader {

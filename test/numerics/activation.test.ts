@@ -22,7 +22,7 @@ const SHAPES: [number, number][] = [
   [70, 64],
 ];
 
-async function readAndFree(ctx: GpuContext, rec: ReturnType<GpuContext['recorder']>, t: Tensor, free: Tensor[]): Promise<Float32Array> {
+async function readAndFree(_ctx: GpuContext, rec: ReturnType<GpuContext['recorder']>, t: Tensor, free: Tensor[]): Promise<Float32Array> {
   const out = rec.readback(t);
   rec.submit();
   const got = new Float32Array(await out);

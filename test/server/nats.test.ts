@@ -131,7 +131,7 @@ describe('readers and front ends on NATS', () => {
         async () => {
           const loads: number[] = [];
           for await (const s of await new Svcm(nc as never).client({ strategy: 'timer', maxWait: 500 } as never).stats('weft-reader')) {
-            loads.push((s.endpoints?.[0]?.data as { in_flight: number }).in_flight);
+            loads.push((s.endpoints?.[0]?.data as { in_flight: number } | undefined)?.in_flight ?? -1);
           }
           return loads.length === 3 && loads.every((n) => n === 0);
         },

@@ -40,6 +40,7 @@ const CASES: Array<[name: string, spec: ConstraintSpec, code: string, path: stri
   ['uniqueItems', schema({ type: 'object', properties: { tags: { type: 'array', uniqueItems: true } } }), 'unsupported_schema_keyword', '/properties/tags/uniqueItems', 'uniqueItems'],
   ['patternProperties', schema({ type: 'object', patternProperties: { '^x': {} } }), 'unsupported_schema_keyword', '/patternProperties', 'patternProperties'],
   ['multipleOf in items', schema({ type: 'array', items: { type: 'integer', multipleOf: 3 } }), 'unsupported_schema_keyword', '/items/multipleOf', 'multipleOf'],
+  // biome-ignore lint/suspicious/noThenProperty: the JSON Schema keyword under test
   ['if/then', schema({ if: { type: 'string' }, then: { minLength: 2 } }), 'unsupported_schema_keyword', '/if', 'if'],
   ['remote $ref', schema({ $ref: 'https://example.com/s.json' }), 'unsupported_schema_keyword', '/$ref', '$ref'],
   ['overlapping oneOf', schema({ oneOf: [{ type: 'integer' }, { type: 'number' }] }), 'unsupported_schema_keyword', '/oneOf', 'oneOf'],

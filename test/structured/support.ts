@@ -178,7 +178,6 @@ export function reformatJson(text: string, mode: 'none' | 'compact'): string {
       out += text.slice(i, j + 1);
       i = j;
     } else if (c === ' ' || c === '\t' || c === '\n' || c === '\r') {
-      continue;
     } else {
       out += c;
       if (mode === 'compact' && (c === ',' || c === ':')) out += ' ';
