@@ -55,13 +55,14 @@ export async function createWorkerEngine(worker: WorkerLike, opts: WorkerEngineO
   worker.addEventListener('error', (ev) => reader.close(new UnavailableError('worker_failed', `the engine worker died: ${ev.message || 'script error'}`)));
   return new WeftEngine(reader, () =>
     new Promise<void>((resolve) => {
+      // What is still in flight fails now rather than waiting on the worker.
+      reader.close(new UnavailableError('engine_unloaded', 'this engine was unloaded'));
       const uid = `un${id}`;
       const onMsg = (ev: { data: unknown }): void => {
         const msg = ev.data as EngineMsg;
         if (msg?.kind !== 'unloaded' || msg.id !== uid) return;
         worker.removeEventListener?.('message', onMsg);
         ep.detach();
-        reader.close(new UnavailableError('engine_unloaded', 'this engine was unloaded'));
         resolve();
       };
       worker.addEventListener('message', onMsg);
