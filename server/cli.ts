@@ -5,6 +5,7 @@
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
  *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
+ *   weft pull     ORG/NAME[:FILE.gguf]  downloads a Hub model into the HF cache (server/hub/)
  *   weft reader   --model PATH --listen HOST:PORT [--token T] [--backend B] ...
  *                 loads one reader and serves it to servers that attach it
  *                 with `remote: host:port` (server/readers/remote_server.ts)
@@ -21,12 +22,15 @@ import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
 import { DEFAULT_MODEL_DIR } from './paths.ts';
+import { parseHubId } from './hub/cache.ts';
+import { resolveModelArg } from './hub/resolve.ts';
 
 const USAGE = `usage:
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
+  weft pull ORG/NAME[:FILE.gguf]      (HF_HOME, HF_ENDPOINT, HF_TOKEN; --model takes Hub ids too)
   weft reader --listen HOST:PORT [--token T] [--model DIR_OR_GGUF] [--backend NAME]
               [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]`;
 
@@ -59,7 +63,7 @@ async function generate(argv: string[]): Promise<number> {
     return 2;
   }
   const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
-  const loaded = await loadDecoder(ctx, await openModelPath(values.model ?? DEFAULT_MODEL_DIR), {
+  const loaded = await loadDecoder(ctx, await openModelPath(await resolveModelArg(values.model ?? DEFAULT_MODEL_DIR)), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
   });
@@ -145,7 +149,7 @@ async function reader(argv: string[]): Promise<number> {
   }
   const spec = parseReaderSpec(
     {
-      model: values.model ?? DEFAULT_MODEL_DIR,
+      model: await resolveModelArg(values.model ?? DEFAULT_MODEL_DIR),
       backend: values.backend,
       dtype: values.dtype,
       max_batch_size: num(values['max-batch-size'], 'max-batch-size'),
@@ -185,8 +189,21 @@ export async function main(argv: string[]): Promise<number> {
         return await device(rest);
       case 'reader':
         return await reader(rest);
+      case 'pull': {
+        if (rest.length !== 1 || rest[0]!.startsWith('-')) {
+          process.stderr.write(`${USAGE}\n`);
+          return 2;
+        }
+        if (!parseHubId(rest[0]!)) throw new WeftError('invalid_argument', `"${rest[0]}" is not a Hub id (ORG/NAME or ORG/NAME:FILE.gguf)`);
+        process.stdout.write(`${await resolveModelArg(rest[0]!)}\n`);
+        return 0;
+      }
       case 'serve': {
         const { serve } = await import('./main.ts');
+        // A Hub id given as --model is pulled (or found in the cache) before the server starts.
+        const i = rest.findIndex((a) => a === '--model' || a.startsWith('--model='));
+        if (i >= 0 && rest[i] === '--model' && rest[i + 1]) rest[i + 1] = await resolveModelArg(rest[i + 1]!);
+        else if (i >= 0 && rest[i]!.startsWith('--model=')) rest[i] = `--model=${await resolveModelArg(rest[i]!.slice('--model='.length))}`;
         return await serve(rest);
       }
       default:
