@@ -62,7 +62,13 @@ describe('Hub downloads (fake Hub)', () => {
     const before = hub.requests.length;
     expect(await pullModel('tiny/stories', { env: env(), fetch: offline })).toBe(snap);
     expect(hub.requests.length).toBe(before);
-    const engine = await createEngine({ model: snap, gpuBackend: backend, maxContext: 64 });
+    // By Hub id through the Node entry: found in the cache, the network never asked.
+    const prev = { HF_HOME: process.env.HF_HOME, HF_ENDPOINT: process.env.HF_ENDPOINT };
+    Object.assign(process.env, { HF_HOME: home, HF_ENDPOINT: 'http://127.0.0.1:9' });
+    const engine = await createEngine({ model: 'tiny/stories', gpuBackend: backend, maxContext: 64 }).finally(() => {
+      for (const [k, v] of Object.entries(prev)) v === undefined ? delete process.env[k] : (process.env[k] = v);
+    });
+    expect(engine.info().model).toBe('tiny/stories');
     const r = await engine.completions.create({ prompt: 'Once upon a time', max_tokens: 6, temperature: 0 });
     await engine.unload();
     expect(REFERENCE_TEXT.startsWith(r.choices[0]!.text)).toBe(true);
