@@ -5,6 +5,7 @@
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
  *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
+ *   weft pull     ORG/NAME[:FILE.gguf]  downloads a Hub model into the HF cache (server/hub/)
  *   weft reader   --nats URL --group G [--model PATH] [--backend B] ...
  *                 loads one reader and attaches it to consumer group G on
  *                 NATS, for every front end there (server/readers/nats_reader.ts)
@@ -24,6 +25,8 @@ import { openModelPath } from './fs_source.ts';
 import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
 import { progressReporter } from './progress.ts';
 import type { LoadProgress } from '../core/engine/progress.ts';
+import { parseHubId } from './hub/cache.ts';
+import { resolveModelArg } from './hub/resolve.ts';
 
 const USAGE = `usage:
   weft --version
@@ -31,6 +34,7 @@ const USAGE = `usage:
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
+  weft pull ORG/NAME[:FILE.gguf]      (HF_HOME, HF_ENDPOINT, HF_TOKEN; --model takes Hub ids too)
   weft reader --nats nats://HOST:4222|tls://HOST:4222 --group G [--model DIR_OR_GGUF] [--backend NAME]
               [--creds FILE | --nkey SEED_OR_FILE | --user U --password P | --token T]
               [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--reader-id ID]
@@ -69,7 +73,7 @@ async function generate(argv: string[]): Promise<number> {
   const report = progressReporter(process.stderr, { timestamps: false });
   // 'ready' is left out: the shaders of the first token still compile after the load.
   const progress = (p: LoadProgress): void => (p.phase === 'ready' ? undefined : report(p));
-  const loaded = await loadDecoder(ctx, await openModelPath(values.model ?? DEFAULT_MODEL_DIR), {
+  const loaded = await loadDecoder(ctx, await openModelPath(await resolveModelArg(values.model ?? DEFAULT_MODEL_DIR)), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
     onProgress: progress,
@@ -181,7 +185,7 @@ async function reader(argv: string[]): Promise<number> {
   const { createLogger } = await import('./log.ts');
   const spec = parseReaderSpec(
     {
-      model: values.model ?? DEFAULT_MODEL_DIR,
+      model: await resolveModelArg(values.model ?? DEFAULT_MODEL_DIR),
       consumer_group: group,
       backend: values.backend,
       dtype: values.dtype,
@@ -235,8 +239,21 @@ export async function main(argv: string[]): Promise<number> {
       case 'version':
         process.stdout.write(`${VERSION}\n`);
         return 0;
+      case 'pull': {
+        if (rest.length !== 1 || rest[0]!.startsWith('-')) {
+          process.stderr.write(`${USAGE}\n`);
+          return 2;
+        }
+        if (!parseHubId(rest[0]!)) throw new WeftError('invalid_argument', `"${rest[0]}" is not a Hub id (ORG/NAME or ORG/NAME:FILE.gguf)`);
+        process.stdout.write(`${await resolveModelArg(rest[0]!)}\n`);
+        return 0;
+      }
       case 'serve': {
         const { serve } = await import('./main.ts');
+        // A Hub id given as --model is pulled (or found in the cache) before the server starts.
+        const i = rest.findIndex((a) => a === '--model' || a.startsWith('--model='));
+        if (i >= 0 && rest[i] === '--model' && rest[i + 1]) rest[i + 1] = await resolveModelArg(rest[i + 1]!);
+        else if (i >= 0 && rest[i]!.startsWith('--model=')) rest[i] = `--model=${await resolveModelArg(rest[i]!.slice('--model='.length))}`;
         return await serve(rest);
       }
       default:

@@ -27,43 +27,16 @@
  */
 import { InvalidRequestError } from '../../core/errors.ts';
 import { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
-import type { ReaderType } from '../../core/engine/reader_api.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { chooseEncoderBackend, loadEncoder } from '../../core/models/load_encoder.ts';
-import { ONNX_MODEL_FILE, OnnxEncoderModel } from '../../core/models/onnx_encoder.ts';
+import { OnnxEncoderModel } from '../../core/models/onnx_encoder.ts';
 import { isUseLiteConfig } from '../../core/models/use/config.ts';
+import { configOf, readerTypeOf } from '../../core/models/reader_type.ts';
 import { UseLiteModel, type EncoderLike } from '../../core/models/use/model.ts';
 import type { ReaderSpec } from './spec.ts';
 
-const ENCODER_BODIES = /^(Bert|Roberta|XLMRoberta)Model$/;
-const ENCODER_MODEL_TYPES = new Set(['bert', 'roberta', 'xlm-roberta']);
-const DECODER_ARCHITECTURES = /(ForCausalLM|ForConditionalGeneration|LMHeadModel)$/;
-
-async function configOf(ms: ModelSource): Promise<Record<string, unknown> | null> {
-  if (!(await ms.exists('config.json'))) return null;
-  try {
-    const v: unknown = JSON.parse(await ms.readText('config.json'));
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null; // the loader reports the format error
-  }
-}
-
-/** The reader type a model makes: the spec's `type` when given, else detected from config.json / modules.json. */
-export async function readerTypeOf(ms: ModelSource, forced?: ReaderType): Promise<ReaderType> {
-  if (forced) return forced;
-  const cfg = await configOf(ms);
-  if (!cfg) return 'generate';
-  const arch = Array.isArray(cfg.architectures) && typeof cfg.architectures[0] === 'string' ? cfg.architectures[0] : undefined;
-  if (isUseLiteConfig(cfg)) return 'embed';
-  if (arch?.endsWith('ForSequenceClassification')) return 'classify';
-  if (arch && ENCODER_BODIES.test(arch)) return 'embed';
-  if (await ms.exists('modules.json')) return 'embed';
-  if (!arch && typeof cfg.model_type === 'string' && ENCODER_MODEL_TYPES.has(cfg.model_type)) return 'embed';
-  if (!(arch && DECODER_ARCHITECTURES.test(arch)) && (await ms.exists(ONNX_MODEL_FILE))) return 'embed';
-  return 'generate';
-}
+export { readerTypeOf };
 
 /**
  * Loads an encoder reader of `type` on `ctx` (the caller owns the context and

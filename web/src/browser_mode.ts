@@ -1,14 +1,12 @@
 /**
  * Browser mode, page side: gathers a model's files (picked locally, or
  * fetched from a URL through the IndexedDB cache), starts web/src/worker.ts
- * and wraps it in RemoteReader — the same ReaderApi the server's readers
- * serve. One in-tab model at a time; loading another replaces it.
+ * and talks to it through the engine library's createWorkerEngine
+ * (core/api), as any web app embedding Weft would. One in-tab model at a
+ * time; loading another replaces it.
  */
-import { RemoteReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
-import type { ReaderInfo } from '../../core/engine/reader_api.ts';
-import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
+import { createWorkerEngine, type LoadProgress as EngineProgress, type ReaderInfo, type WeftEngine } from '../../core/api/index.ts';
 import { cachedFetch } from './model_cache.ts';
-import { isProgress, type FromWorker, type WorkerInit, type WorkerProgress } from './worker_messages.ts';
 
 export interface LoadProgress {
   stage: 'download' | 'device' | 'weights' | 'ready';
@@ -18,7 +16,7 @@ export interface LoadProgress {
 }
 
 export interface BrowserModel {
-  reader: RemoteReader;
+  engine: WeftEngine;
   info: ReaderInfo;
   /** How many files came from the IndexedDB cache, of how many (URL loads only). */
   cache: { hits: number; files: number } | null;
@@ -48,32 +46,19 @@ export async function startBrowserModel(name: string, files: Map<string, Blob>, 
   if (!('gpu' in navigator)) throw new Error('this browser has no WebGPU (navigator.gpu); browser mode needs it');
   setCurrent(null);
   const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'weft-reader' });
-  const subs: ((m: Msg) => void)[] = [];
-  const ep: Endpoint = { post: (m) => worker.postMessage(m), onMessage: (cb) => subs.push(cb) };
-  const info = await new Promise<ReaderInfo>((resolve, reject) => {
-    worker.onmessage = (ev: MessageEvent<FromWorker>) => {
-      const m = ev.data;
-      if (isProgress(m)) return onProgress(progressOf(m));
-      if (m.kind === 'ready') return resolve(m.content as ReaderInfo);
-      if (m.kind === 'failed') return reject(errorFromJSON(m.content as ErrorJSON));
-      for (const cb of subs) cb(m);
-    };
-    worker.onerror = (ev) => reject(new Error(`the model worker failed: ${ev.message || 'script error'}`));
-    const init: WorkerInit = { kind: 'init', name, files: [...files].map(([path, blob]) => ({ path, blob })) };
-    worker.postMessage(init);
-  }).catch((e: unknown) => {
+  const engine = await createWorkerEngine(worker, { model: files, name, gpuBackend: 'navigator', onProgress: (p) => onProgress(progressOf(p)) }).catch((e: unknown) => {
     worker.terminate();
     throw e;
   });
-  const reader = new RemoteReader(ep, info);
-  worker.onerror = (ev) => reader.close(new Error(`the model worker died: ${ev.message || 'script error'}`));
-  const model: BrowserModel = { reader, info, cache, terminate: () => (reader.close(new Error('the in-tab model was unloaded')), worker.terminate()) };
+  // unload() fails what is in flight at once; terminating the worker frees its device
+  // without waiting for the worker's reply (so that promise is left to lapse).
+  const model: BrowserModel = { engine, info: engine.info(), cache, terminate: () => (void engine.unload(), worker.terminate()) };
   setCurrent(model);
   return model;
 }
 
-function progressOf(p: WorkerProgress): LoadProgress {
-  return { stage: p.stage, loaded: p.loaded, total: p.total, ...(p.adapter ? { detail: p.adapter } : {}) };
+function progressOf(p: EngineProgress): LoadProgress {
+  return { stage: p.stage === 'fetch' ? 'download' : p.stage, loaded: p.loaded, total: p.total, ...(p.detail ? { detail: p.detail } : {}) };
 }
 
 /** Files a model directory URL is probed for when the server gives no listing. */

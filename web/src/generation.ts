@@ -8,6 +8,7 @@
  * own `done` (finish reason `cancelled`), then aborts the fetch.
  */
 import type { GenerateRequest } from '../../core/engine/reader_api.ts';
+import { DEFAULT_CHATML_TEMPLATE } from '../../core/tokenizer/chat_template.ts';
 import { apiFetch, ApiError } from './api.ts';
 import type { BrowserModel } from './browser_mode.ts';
 import { readSse } from './sse.ts';
@@ -172,6 +173,12 @@ export function toReaderRequest(prompt: GenerateRequest['prompt'], p: Params): G
   };
 }
 
+/** Chat prompts to models without a chat template use ChatML, as the server's /v1 layer does. */
+function chatFallback(req: GenerateRequest): GenerateRequest {
+  const chat = typeof req.prompt === 'object' && !Array.isArray(req.prompt);
+  return chat && !req.chatTemplateFallback ? { ...req, chatTemplateFallback: { template: DEFAULT_CHATML_TEMPLATE, stop: ['<|im_end|>'] } } : req;
+}
+
 /** Runs a request on the in-tab reader; stopping aborts it (the engine finishes it as `cancelled`). */
 export function browserGenerate(model: BrowserModel, req: GenerateRequest, sink: Sink): Run {
   const ac = new AbortController();
@@ -179,7 +186,7 @@ export function browserGenerate(model: BrowserModel, req: GenerateRequest, sink:
   const finished = (async () => {
     try {
       sink.started(null);
-      for await (const ev of model.reader.generate(req, ac.signal)) {
+      for await (const ev of model.engine.generate(chatFallback(req), { signal: ac.signal })) {
         if (ev.type === 'token') sink.token(ev.text, ev.id);
         else {
           ended = true;
