@@ -16,9 +16,16 @@ import { createLogger, type Logger } from './log.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
-import { Metrics } from './metrics.ts';
+import { Metrics, type RequestLabels } from './metrics.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+/** The `model` and `consumer_group` labels of a request served by `reader` (the model's served name, else its path). */
+function requestLabels(reader: ManagedReader): RequestLabels {
+  return { model: reader.info?.model ?? reader.spec.model, consumer_group: reader.spec.consumerGroup };
+}
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 /** Rough bytes a request holds while queued and until its response is sent. */
 function requestBytes(req: GenerateRequest): number {
@@ -89,9 +96,9 @@ export class Service {
   }
 
   /** Refuses work that would hold more than `kvstore_max_memory` bytes queued (503 overloaded). */
-  private checkCapacity(bytes: number): void {
+  private checkCapacity(bytes: number, group: string): void {
     if (this.reservedBytes + bytes <= this.config.kvstoreMaxMemory) return;
-    this.metrics.rejected.inc();
+    this.metrics.rejected.inc(1, { consumer_group: group });
     throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
   }
 
@@ -102,7 +109,7 @@ export class Service {
   async startGeneration(group: string | undefined, req: GenerateRequest, signal: AbortSignal): Promise<{ events: AsyncIterable<GenerationEvent>; release: () => void; reader: ManagedReader }> {
     if (signal.aborted) throw new CancelledError();
     const bytes = requestBytes(req);
-    this.checkCapacity(bytes);
+    this.checkCapacity(bytes, group ?? this.config.consumerGroup);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, { types: ['generate'], what: 'generation' }, signal);
     const id = req.id ?? this.newRequestId();
     const ac = new AbortController();
@@ -129,15 +136,33 @@ export class Service {
       throw e;
     }
     const metrics = this.metrics;
+    const log = this.log;
+    const labels = requestLabels(reader);
     async function* observed(): AsyncGenerator<GenerationEvent> {
       let first = 0;
       try {
         for await (const ev of events) {
           if (ev.type === 'token' && !first) {
             first = performance.now();
-            metrics.ttft.observe((first - started) / 1000);
+            metrics.ttft.observe((first - started) / 1000, labels);
           }
-          if (ev.type === 'done') metrics.finished(ev, started, first);
+          if (ev.type === 'done') {
+            const tokensPerSecond = round2(metrics.finished(ev, started, first, labels));
+            log('request finished', {
+              request_id: id,
+              reader_id: reader.readerId,
+              ...labels,
+              prompt_tokens: ev.usage.promptTokens,
+              completion_tokens: ev.usage.completionTokens,
+              cached_tokens: ev.usage.cachedTokens,
+              finish_reason: ev.finishReason,
+              ttft_ms: first ? Math.round(first - started) : null,
+              duration_ms: Math.round(performance.now() - started),
+              tokens_per_second: tokensPerSecond,
+            });
+            yield { ...ev, usage: { ...ev.usage, tokensPerSecond } };
+            continue;
+          }
           yield ev;
         }
       } finally {
@@ -174,7 +199,7 @@ export class Service {
   ): Promise<T> {
     if (signal.aborted) throw new CancelledError();
     const bytes = 1024 + texts.reduce((a, t) => a + t.length * 2 + 8192, 0); // inputs, plus room for each output
-    this.checkCapacity(bytes);
+    this.checkCapacity(bytes, group ?? this.config.consumerGroup);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, need, signal);
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
@@ -185,7 +210,7 @@ export class Service {
     const started = performance.now();
     try {
       const out = await call(reader.api!, ac.signal);
-      this.metrics.encoderFinished(texts.length, (performance.now() - started) / 1000);
+      this.metrics.encoderFinished(texts.length, (performance.now() - started) / 1000, requestLabels(reader));
       return out;
     } finally {
       this.reservedBytes -= bytes;

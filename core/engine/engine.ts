@@ -72,6 +72,8 @@ export interface Usage {
   completionTokens: number;
   /** Prompt tokens served from the prefix cache. */
   cachedTokens: number;
+  /** Decode speed, tokens/s (set by the server when the request finishes; server/metrics.ts decodeTokensPerSecond). */
+  tokensPerSecond?: number;
 }
 
 export type GenerationEvent =

@@ -14,7 +14,7 @@ import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts'
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { parseWhitespace } from '../../core/structured/index.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
-import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
+import { sseGeneration, TAKEOFF_FRAMING, tokensPerSecondHeader, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 import { encoderRoutes } from './encoders.ts';
@@ -84,7 +84,9 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
 export async function runGenerations(c: Context, svc: Service, group: string | undefined, reqs: GenerateRequest[]): Promise<Awaited<ReturnType<Service['runToCompletion']>>[]> {
   const ids = reqs.map(() => svc.newRequestId());
   c.header('x-request-id', ids.join(','));
-  return Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  tokensPerSecondHeader(c, ds);
+  return ds;
 }
 
 /**

@@ -38,7 +38,12 @@ export const ImageGenerateBody = GenerationParams.extend({
 });
 export const ImageGenerateStreamBody = GenerationParams.extend({ text: z.string().describe(IMAGE_TEXT) });
 
-export const Usage = z.object({ prompt_tokens: z.number(), completion_tokens: z.number(), cached_tokens: z.number() });
+export const Usage = z.object({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number(),
+  cached_tokens: z.number(),
+  tokens_per_second: z.number().describe('Decode speed: tokens after the first / seconds from the first token to the last; 0 under two tokens.'),
+});
 
 export const GenerateResponse = z.object({
   text: z.union([z.string(), z.array(z.string())]),
