@@ -8,6 +8,7 @@
  *   weft reader   --model PATH --listen HOST:PORT [--token T] [--backend B] ...
  *                 loads one reader and serves it to servers that attach it
  *                 with `remote: host:port` (server/readers/remote_server.ts)
+ *   weft license  keygen | sign | verify: licence files (server/license_cli.ts)
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
  * `{"text", "token_ids", ...}` object instead, for scripts. Temperature 0
@@ -28,7 +29,8 @@ const USAGE = `usage:
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
   weft reader --listen HOST:PORT [--token T] [--model DIR_OR_GGUF] [--backend NAME]
-              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]`;
+              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]
+  weft license keygen|sign|verify ...`;
 
 function num(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -185,6 +187,10 @@ export async function main(argv: string[]): Promise<number> {
         return await device(rest);
       case 'reader':
         return await reader(rest);
+      case 'license': {
+        const { licenseCommand } = await import('./license_cli.ts');
+        return licenseCommand(rest);
+      }
       case 'serve': {
         const { serve } = await import('./main.ts');
         return await serve(rest);

@@ -50,6 +50,12 @@ export interface ServiceConfig {
   speculativeTokens: number | null;
   logDisableTimestamps: boolean;
   noColor: boolean;
+  /** Signed licence file (docs/licence.md); null = none. */
+  licenseFile: string | null;
+  /** Refuse to start without a valid licence, and report 503 on /healthz once it lapses. */
+  licenseRequired: boolean;
+  /** Trusted Ed25519 public keys, comma-separated (raw base64url or PEM file paths); null = the Weft release key. */
+  licensePublicKey: string | null;
   /** Bearer tokens accepted on inference APIs; empty = no auth. */
   apiKeys: string[];
   /** Bearer tokens accepted on the management API; empty = same as apiKeys. */
@@ -94,6 +100,9 @@ export const DEFAULTS: ServiceConfig = {
   speculativeTokens: null,
   logDisableTimestamps: false,
   noColor: false,
+  licenseFile: null,
+  licenseRequired: false,
+  licensePublicKey: null,
   apiKeys: [],
   managementApiKeys: [],
   healthWaitMax: 60,
@@ -130,6 +139,9 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   speculativeTokens: 'nullable_int',
   logDisableTimestamps: 'bool',
   noColor: 'bool',
+  licenseFile: 'nullable',
+  licenseRequired: 'bool',
+  licensePublicKey: 'nullable',
   apiKeys: 'list',
   managementApiKeys: 'list',
   healthWaitMax: 'int',

@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './log.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
+import { License } from './license.ts';
 import { Metrics, type RequestLabels } from './metrics.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
@@ -38,6 +39,8 @@ export class Service {
   readonly log: Logger;
   readonly metrics = new Metrics();
   readonly version: string;
+  /** The licence (read now; reloaded on SIGHUP and POST /license/reload). */
+  readonly license: License;
   private readonly inFlight = new Map<string, { reader: ManagedReader; ac: AbortController }>();
   /** Bytes reserved by requests in flight (bounded by kvstoreMaxMemory). */
   reservedBytes = 0;
@@ -45,12 +48,15 @@ export class Service {
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
     this.readers.log = this.log;
+    this.license = new License({ file: config.licenseFile, required: config.licenseRequired, publicKey: config.licensePublicKey });
     this.version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
   }
 
   /** Starts the readers named by the configuration. */
   startConfiguredReaders(): void {
+    this.license.assertUsable();
     if (this.config.model) {
+      this.license.assertReaderSlot(this.readers.all().length);
       this.readers.start(
         this.withReaderDefaults({
           model: this.config.model,
@@ -64,6 +70,7 @@ export class Service {
       );
     }
     if (this.config.embeddingModel) {
+      this.license.assertReaderSlot(this.readers.all().length);
       this.readers.start(
         this.withReaderDefaults({
           model: this.config.embeddingModel,
@@ -73,7 +80,10 @@ export class Service {
         }),
       );
     }
-    for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+    for (const raw of this.config.readers) {
+      this.license.assertReaderSlot(this.readers.all().length);
+      this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+    }
   }
 
   /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) where it sets none. */

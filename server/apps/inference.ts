@@ -171,6 +171,8 @@ export async function healthz(c: Context, svc: Service): Promise<Response> {
   const wait = Math.min(Number(c.req.query('wait') ?? '0') || 0, svc.config.healthWaitMax);
   if (wait > 0 && !svc.readers.allReady) await svc.readers.waitSettled(wait * 1000);
   const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state }));
-  const ok = svc.readers.allReady;
-  return c.json({ status: ok ? 'ok' : 'loading', readers }, ok ? 200 : 503);
+  const ok = svc.readers.allReady && svc.license.ok;
+  const lic = svc.license.state();
+  const license = { state: lic.state, required: lic.required, licensee: lic.licensee, expires: lic.expires, reason: lic.reason };
+  return c.json({ status: !svc.license.ok ? 'unlicensed' : ok ? 'ok' : 'loading', readers, license }, ok ? 200 : 503);
 }
