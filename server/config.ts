@@ -44,7 +44,7 @@ export interface ServiceConfig {
   maxBatchSize: number | null;
   /** Encoder readers' longest wait before a partial batch runs, ms, when their entry sets none; null = 5. */
   batchDurationMillis: number | null;
-  /** Draft model (directory or .gguf) for speculative decoding in the default reader; null = none. */
+  /** Draft model (directory or .gguf) for speculative decoding in the default reader; null = a smaller model of this server where one fits; `off` = none. */
   assistantName: string | null;
   /** Draft tokens the default reader verifies per step (null = 4). */
   speculativeTokens: number | null;
@@ -246,7 +246,7 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   if (k !== null && (k < 1 || k > MAX_SPECULATIVE_TOKENS)) {
     throw new InvalidRequestError('invalid_config', `config speculative_tokens: expected an integer in [1, ${MAX_SPECULATIVE_TOKENS}], got ${k}`, { key: 'speculative_tokens' });
   }
-  if (out.assistantName) {
+  if (out.assistantName && out.assistantName !== 'off') {
     // Checked here so a typo fails at start-up rather than as a reader that never speculates.
     if (!out.model) throw new InvalidRequestError('invalid_config', 'config assistant_name: the draft model needs a default model (model / WEFT_MODEL)', { key: 'assistant_name' });
     if (!existsSync(out.assistantName)) {

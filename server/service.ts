@@ -15,6 +15,7 @@ import type { ServiceConfig } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 import { ReaderManager } from './readers/manager.ts';
+import { withAutomaticAssistants } from './readers/auto_assistant.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
 import { License } from './license.ts';
 import { Metrics, type RequestLabels } from './metrics.ts';
@@ -55,34 +56,27 @@ export class Service {
   /** Starts the readers named by the configuration. */
   startConfiguredReaders(): void {
     this.license.assertUsable();
-    if (this.config.model) {
-      this.license.assertReaderSlot(this.readers.all().length);
-      this.readers.start(
-        this.withReaderDefaults({
-          model: this.config.model,
-          consumerGroup: this.config.consumerGroup,
-          readerId: 'primary-0',
-          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
-          ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
-          ...(this.config.assistantName ? { assistantModel: this.config.assistantName } : {}),
-          ...(this.config.assistantName && this.config.speculativeTokens !== null ? { speculativeTokens: this.config.speculativeTokens } : {}),
-        }),
-      );
+    const cfg = this.config;
+    const backend = cfg.backend !== 'auto' ? { backend: cfg.backend } : {};
+    const generators: ReaderSpec[] = [];
+    if (cfg.model) {
+      generators.push({
+        model: cfg.model,
+        consumerGroup: cfg.consumerGroup,
+        readerId: 'primary-0',
+        ...backend,
+        ...(cfg.pageCacheSize ? { pageCacheSize: cfg.pageCacheSize } : {}),
+        ...(cfg.assistantName && cfg.assistantName !== 'off' ? { assistantModel: cfg.assistantName } : {}),
+        ...(cfg.assistantName && cfg.assistantName !== 'off' && cfg.speculativeTokens !== null ? { speculativeTokens: cfg.speculativeTokens } : {}),
+      });
     }
-    if (this.config.embeddingModel) {
+    const encoders: ReaderSpec[] = cfg.embeddingModel ? [{ model: cfg.embeddingModel, consumerGroup: cfg.embeddingConsumerGroup, readerId: `${cfg.embeddingConsumerGroup}-0`, ...backend }] : [];
+    const extra = cfg.readers.map((raw) => parseReaderSpec(raw, { model: cfg.model }));
+    // Speculative decoding by default: a smaller generative model of this server drafts for a larger one.
+    const auto = cfg.assistantName === 'off' ? [...generators, ...extra] : withAutomaticAssistants([...generators, ...extra]);
+    for (const spec of [...auto.slice(0, generators.length), ...encoders, ...auto.slice(generators.length)]) {
       this.license.assertReaderSlot(this.readers.all().length);
-      this.readers.start(
-        this.withReaderDefaults({
-          model: this.config.embeddingModel,
-          consumerGroup: this.config.embeddingConsumerGroup,
-          readerId: `${this.config.embeddingConsumerGroup}-0`,
-          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
-        }),
-      );
-    }
-    for (const raw of this.config.readers) {
-      this.license.assertReaderSlot(this.readers.all().length);
-      this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
+      this.readers.start(this.withReaderDefaults(spec));
     }
   }
 

@@ -70,6 +70,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
     sampling,
     ...(p.min_new_tokens !== undefined ? { minNewTokens: p.min_new_tokens } : {}),
     ...(p.no_repeat_ngram_size ? { noRepeatNgramSize: p.no_repeat_ngram_size } : {}),
+    ...(p.speculative === false ? { speculative: false } : {}),
     ...(p.stop ? { stop: p.stop } : {}),
     ...(p.prompt_max_tokens !== undefined ? { promptMaxTokens: p.prompt_max_tokens } : {}),
     ...(constraint ? { constraint } : {}),

@@ -15,6 +15,7 @@ export const GenerationParams = z.strictObject({
   sampling_topk: int(0, 1 << 20).optional().describe('0 = off.'),
   repetition_penalty: z.number().gt(0).max(100).optional(),
   no_repeat_ngram_size: int(0, 1024).optional(),
+  speculative: z.boolean().optional().describe('false: no speculative decoding for this request (default: on where the reader has a draft model).'),
   seed: int(0, 2 ** 32 - 1).optional(),
   max_new_tokens: int(1, 1 << 20).optional().describe('Default 128.'),
   min_new_tokens: int(0, 1 << 20).optional(),
