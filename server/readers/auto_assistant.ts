@@ -1,13 +1,14 @@
 /**
  * Speculative decoding by default: a generative reader with no draft model of
  * its own takes, as its draft, the smallest other generative model that the
- * same server loads at start-up and that is smaller on disk than its own.
+ * same server loads at start-up (a .gguf file, or a directory whose
+ * config.json names a causal-LM architecture) and that is smaller on disk.
  * Whether the two share a vocabulary (same size, the same token string for
  * every id) is checked when the draft loads (open_assistant.ts); a draft that
  * does not match leaves the reader without speculation, logged. `assistant_name:
  * off` turns the automatic choice off (docs/speculative.md).
  */
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReaderSpec } from './spec.ts';
 
@@ -25,8 +26,22 @@ export function modelBytes(path: string): number | null {
   }
 }
 
-/** Could `spec` run a generative model in this process (not remote, not an encoder by declaration)? */
-const generative = (spec: ReaderSpec): boolean => !spec.remote && (spec.type === undefined || spec.type === 'generate');
+/**
+ * Could `spec` run a generative model in this process: not remote, not an
+ * encoder by declaration, and a .gguf file or a directory whose config.json
+ * names a causal-LM architecture (`*ForCausalLM`, `*LMHeadModel`), so encoder
+ * models are never tried as drafts.
+ */
+function generative(spec: ReaderSpec): boolean {
+  if (spec.remote || (spec.type !== undefined && spec.type !== 'generate')) return false;
+  if (spec.model.endsWith('.gguf')) return true;
+  try {
+    const cfg = JSON.parse(readFileSync(join(spec.model, 'config.json'), 'utf8')) as { architectures?: unknown };
+    return Array.isArray(cfg.architectures) && cfg.architectures.some((a) => typeof a === 'string' && /(ForCausalLM|LMHeadModel)$/.test(a));
+  } catch {
+    return false;
+  }
+}
 
 /**
  * `specs` with `assistantModel` filled in where a reader has none and a smaller
