@@ -147,7 +147,7 @@ describe('weft serve with licences', () => {
     ['missing', files.missing],
     ['expired', files.expired],
     ['tampered', files.tampered],
-  ])('refuses to start with a %s licence when one is required', async (_, file) => {
+  ])('refuses to start when a licence is required and it is %s', async (_, file) => {
     const s = await serve({ WEFT_LICENSE_REQUIRED: '1', WEFT_LICENSE_FILE: file });
     running.push(s.child);
     const { code, stderr } = await s.exit;
