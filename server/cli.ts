@@ -9,6 +9,7 @@
  *   weft reader   --nats URL --group G [--model PATH] [--backend B] ...
  *                 loads one reader and attaches it to consumer group G on
  *                 NATS, for every front end there (server/readers/nats_reader.ts)
+ *   weft license  keygen | sign | verify: licence files (server/license_cli.ts)
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
  * `{"text", "token_ids", ...}` object instead, for scripts. Temperature 0
@@ -38,7 +39,8 @@ const USAGE = `usage:
   weft reader --nats nats://HOST:4222|tls://HOST:4222 --group G [--model DIR_OR_GGUF] [--backend NAME]
               [--creds FILE | --nkey SEED_OR_FILE | --user U --password P | --token T]
               [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--reader-id ID]
-              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]`;
+              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]
+  weft license keygen|sign|verify ...`;
 
 function num(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -247,6 +249,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!parseHubId(rest[0]!)) throw new WeftError('invalid_argument', `"${rest[0]}" is not a Hub id (ORG/NAME or ORG/NAME:FILE.gguf)`);
         process.stdout.write(`${await resolveModelArg(rest[0]!)}\n`);
         return 0;
+      }
+      case 'license': {
+        const { licenseCommand } = await import('./license_cli.ts');
+        return licenseCommand(rest);
       }
       case 'serve': {
         const { serve } = await import('./main.ts');

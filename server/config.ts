@@ -65,12 +65,18 @@ export interface ServiceConfig {
   maxBatchSize: number | null;
   /** Encoder readers' longest wait before a partial batch runs, ms, when their entry sets none; null = 5. */
   batchDurationMillis: number | null;
-  /** Draft model (directory or .gguf) for speculative decoding in the default reader; null = none. */
+  /** Draft model (directory or .gguf) for speculative decoding in the default reader; null = a smaller model of this server where one fits; `off` = none. */
   assistantName: string | null;
   /** Draft tokens the default reader verifies per step (null = 4). */
   speculativeTokens: number | null;
   logDisableTimestamps: boolean;
   noColor: boolean;
+  /** Signed licence file (docs/licence.md); null = none. */
+  licenseFile: string | null;
+  /** Refuse to start without a valid licence, and report 503 on /healthz once it lapses. */
+  licenseRequired: boolean;
+  /** Trusted Ed25519 public keys, comma-separated (raw base64url or PEM file paths); null = the Weft release key. */
+  licensePublicKey: string | null;
   /** Bearer tokens accepted on inference APIs; empty = no auth. */
   apiKeys: string[];
   /** Bearer tokens accepted on the management API; empty = same as apiKeys. */
@@ -129,6 +135,9 @@ export const DEFAULTS: ServiceConfig = {
   speculativeTokens: null,
   logDisableTimestamps: false,
   noColor: false,
+  licenseFile: null,
+  licenseRequired: false,
+  licensePublicKey: null,
   apiKeys: [],
   managementApiKeys: [],
   apiKeyOwners: {},
@@ -172,6 +181,9 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   speculativeTokens: 'nullable_int',
   logDisableTimestamps: 'bool',
   noColor: 'bool',
+  licenseFile: 'nullable',
+  licenseRequired: 'bool',
+  licensePublicKey: 'nullable',
   apiKeys: 'list',
   managementApiKeys: 'list',
   apiKeyOwners: 'owners_map',
@@ -302,7 +314,7 @@ export function loadConfig(src: ConfigSources = {}): ServiceConfig {
   if (k !== null && (k < 1 || k > MAX_SPECULATIVE_TOKENS)) {
     throw new InvalidRequestError('invalid_config', `config speculative_tokens: expected an integer in [1, ${MAX_SPECULATIVE_TOKENS}], got ${k}`, { key: 'speculative_tokens' });
   }
-  if (out.assistantName) {
+  if (out.assistantName && out.assistantName !== 'off') {
     // Checked here so a typo fails at start-up rather than as a reader that never speculates.
     if (!out.model) throw new InvalidRequestError('invalid_config', 'config assistant_name: the draft model needs a default model (model / WEFT_MODEL)', { key: 'assistant_name' });
     if (!existsSync(out.assistantName)) {

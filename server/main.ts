@@ -62,6 +62,13 @@ export async function serve(argv: string[]): Promise<number> {
     },
   });
   const running = await start(config);
+  const lic = running.service.license.state();
+  running.service.log('licence', { state: lic.state, required: lic.required, licensee: lic.licensee, expires: lic.expires, reason: lic.reason });
+  const onHup = (): void => {
+    const s = running.service.license.reload();
+    running.service.log('licence reloaded', { state: s.state, licensee: s.licensee, expires: s.expires, reason: s.reason }, s.state === 'valid' || !s.required ? 'info' : 'warn');
+  };
+  process.on('SIGHUP', onHup);
   await new Promise<void>((resolve) => {
     const stop = (): void => resolve();
     process.once('SIGINT', stop);

@@ -1,50 +1,95 @@
 /**
- * Prometheus metrics in the text exposition format, without a client
- * library: counters, gauges and histograms, plus per-request tokens/s and
- * time to first token, process CPU and memory. Reader-side gauges (queue
- * depth, batch size, KV blocks) are read from the readers at scrape time.
+ * Prometheus metrics in the text exposition format (version 0.0.4), without a
+ * client library: labelled counters and histograms, gauges, per-request
+ * tokens/s and time to first token, and the standard `process_*` series.
+ * Request, token and latency series carry `model` and `consumer_group`
+ * labels. Label values are escaped as the format says (backslash, double
+ * quote, newline). Reader-side gauges (queue depth, batch size, KV blocks)
+ * are read from the readers at scrape time.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import type { GenerationEvent } from '../core/engine/engine.ts';
 import type { DecodePathCounts } from '../core/engine/runner.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
+export type Labels = Record<string, string>;
 
+/** A label value as the text format writes it: `\` → `\\`, `"` → `\"`, newline → `\n`. */
+export function escapeLabelValue(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
+/** `{a="x",b="y"}`, or '' for no labels. */
+export function formatLabels(labels: Labels): string {
+  const l = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabelValue(v)}"`);
+  return l.length ? `{${l.join(',')}}` : '';
+}
+
+/** A sample value: NaN and infinities in the format's spelling. */
+export function formatValue(v: number): string {
+  return Number.isNaN(v) ? 'NaN' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v);
+}
+
+const keyOf = (labels: Labels): string => JSON.stringify(Object.entries(labels));
+
+/** A counter family: one total per label set (no labels: one sample, 0 until incremented). */
 export class Counter {
-  value = 0;
+  private readonly series = new Map<string, { labels: Labels; value: number }>();
   constructor(
     readonly name: string,
     readonly help: string,
   ) {}
-  inc(n = 1): void {
-    this.value += n;
+  inc(n = 1, labels: Labels = {}): void {
+    const k = keyOf(labels);
+    const s = this.series.get(k) ?? { labels, value: 0 };
+    s.value += n;
+    this.series.set(k, s);
+  }
+  /** Sum over every label set. */
+  get value(): number {
+    let sum = 0;
+    for (const s of this.series.values()) sum += s.value;
+    return sum;
   }
   render(): string {
-    return `# HELP ${this.name} ${this.help}\n# TYPE ${this.name} counter\n${this.name} ${this.value}\n`;
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
+    for (const s of this.series.values()) lines.push(`${this.name}${formatLabels(s.labels)} ${formatValue(s.value)}`);
+    return `${lines.join('\n')}\n`;
   }
 }
 
+interface HistogramSeries {
+  labels: Labels;
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+/** A histogram family: cumulative buckets, sum and count per label set. */
 export class Histogram {
-  private readonly counts: number[];
-  private sum = 0;
-  private count = 0;
+  private readonly series = new Map<string, HistogramSeries>();
   constructor(
     readonly name: string,
     readonly help: string,
     readonly buckets: number[],
-  ) {
-    this.counts = buckets.map(() => 0);
-  }
-  observe(v: number): void {
-    this.sum += v;
-    this.count++;
+  ) {}
+  observe(v: number, labels: Labels = {}): void {
+    const k = keyOf(labels);
+    const s = this.series.get(k) ?? { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
+    s.sum += v;
+    s.count++;
     this.buckets.forEach((b, i) => {
-      if (v <= b) this.counts[i]!++;
+      if (v <= b) s.counts[i]!++;
     });
+    this.series.set(k, s);
   }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
-    this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket{le="${b}"} ${this.counts[i]}`));
-    lines.push(`${this.name}_bucket{le="+Inf"} ${this.count}`, `${this.name}_sum ${this.sum}`, `${this.name}_count ${this.count}`);
+    for (const s of this.series.values()) {
+      const le = (b: string): string => formatLabels({ ...s.labels, le: b });
+      this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket${le(String(b))} ${s.counts[i]}`));
+      lines.push(`${this.name}_bucket${le('+Inf')} ${s.count}`, `${this.name}_sum${formatLabels(s.labels)} ${formatValue(s.sum)}`, `${this.name}_count${formatLabels(s.labels)} ${s.count}`);
+    }
     return `${lines.join('\n')}\n`;
   }
 }
@@ -52,8 +97,7 @@ export class Histogram {
 export function gauge(name: string, help: string, samples: [Record<string, string>, number][], type: 'gauge' | 'counter' = 'gauge'): string {
   const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
   for (const [labels, v] of samples) {
-    const l = Object.entries(labels).map(([k, x]) => `${k}="${x.replace(/["\\\n]/g, '_')}"`).join(',');
-    lines.push(`${name}${l ? `{${l}}` : ''} ${v}`);
+    lines.push(`${name}${formatLabels(labels)} ${formatValue(v)}`);
   }
   return `${lines.join('\n')}\n`;
 }
@@ -100,11 +144,56 @@ export function speculativeMetrics(samples: [Record<string, string>, { proposed:
   );
 }
 
+/** Labels of a request's series: the model that served it and its consumer group. */
+export interface RequestLabels extends Labels {
+  model: string;
+  consumer_group: string;
+}
+
+/**
+ * Decode speed of one request, tokens/s: the tokens after the first over the
+ * seconds from the first token to the last (queueing and prefill excluded;
+ * the same figure as weft_request_tokens_per_second). 0 with fewer than two
+ * tokens, where no decode rate exists.
+ */
+export function decodeTokensPerSecond(completionTokens: number, firstAt: number, lastAt: number): number {
+  return completionTokens > 1 && firstAt && lastAt > firstAt ? (completionTokens - 1) / ((lastAt - firstAt) / 1000) : 0;
+}
+
+/** Seconds since the epoch at which this process started (process_start_time_seconds). */
+const PROCESS_START = (Date.now() - process.uptime() * 1000) / 1000;
+
+/** Open file descriptors and their soft limit, from /proc (Linux only; null elsewhere). */
+function fds(): { open: number; max: number | null } | null {
+  try {
+    const open = readdirSync('/proc/self/fd').length;
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return { open, max: m ? Number(m[1]) : null };
+  } catch {
+    return null;
+  }
+}
+
+/** The standard process series (Prometheus client conventions) plus the V8 heap. */
+export function processMetrics(): string {
+  const cpu = process.cpuUsage();
+  const mem = process.memoryUsage();
+  const fd = fds();
+  return (
+    gauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', [[{}, (cpu.user + cpu.system) / 1e6]], 'counter') +
+    gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', [[{}, mem.rss]]) +
+    gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [[{}, Math.round(PROCESS_START * 1000) / 1000]]) +
+    (fd ? gauge('process_open_fds', 'Number of open file descriptors.', [[{}, fd.open]]) : '') +
+    (fd?.max ? gauge('process_max_fds', 'Maximum number of open file descriptors.', [[{}, fd.max]]) : '') +
+    gauge('weft_process_heap_used_bytes', 'V8 heap in use.', [[{}, mem.heapUsed]])
+  );
+}
+
 export class Metrics {
-  readonly requests = new Counter('weft_requests_total', 'Generation requests finished.');
-  readonly rejected = new Counter('weft_requests_rejected_total', 'Requests refused because the queued-work memory bound was reached.');
-  readonly tokens = new Counter('weft_generated_tokens_total', 'Tokens generated.');
-  readonly promptTokens = new Counter('weft_prompt_tokens_total', 'Prompt tokens processed.');
+  readonly requests = new Counter('weft_requests_total', 'Generation requests finished, by model and consumer group.');
+  readonly rejected = new Counter('weft_requests_rejected_total', 'Requests refused because the queued-work memory bound was reached, by consumer group.');
+  readonly tokens = new Counter('weft_generated_tokens_total', 'Tokens generated, by model and consumer group.');
+  readonly promptTokens = new Counter('weft_prompt_tokens_total', 'Prompt tokens processed, by model and consumer group.');
   readonly ttft = new Histogram('weft_time_to_first_token_seconds', 'Time from admission to the first token.', [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]);
   readonly tps = new Histogram('weft_request_tokens_per_second', 'Per-request decode speed (tokens after the first / time since the first).', [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500]);
   readonly latency = new Histogram('weft_request_duration_seconds', 'Request duration.', [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]);
@@ -116,23 +205,25 @@ export class Metrics {
   private lastCpu = process.cpuUsage();
   private lastCpuAt = performance.now();
 
-  finished(ev: Done, started: number, firstAt: number): void {
+  /** Records a finished generation; returns its decode tokens/s (decodeTokensPerSecond). */
+  finished(ev: Done, started: number, firstAt: number, labels: RequestLabels): number {
     const now = performance.now();
-    this.requests.inc();
-    this.tokens.inc(ev.usage.completionTokens);
-    this.promptTokens.inc(ev.usage.promptTokens);
-    this.latency.observe((now - started) / 1000);
+    this.requests.inc(1, labels);
+    this.tokens.inc(ev.usage.completionTokens, labels);
+    this.promptTokens.inc(ev.usage.promptTokens, labels);
+    this.latency.observe((now - started) / 1000, labels);
     const n = ev.usage.completionTokens;
-    const tps = n > 1 && firstAt ? (n - 1) / ((now - firstAt) / 1000) : 0;
-    if (tps > 0) this.tps.observe(tps);
+    const tps = decodeTokensPerSecond(n, firstAt, now);
+    if (tps > 0) this.tps.observe(tps, labels);
     this.recent.push({ at: Date.now(), tokens: n, tokensPerSecond: tps, ttft: firstAt ? (firstAt - started) / 1000 : 0, finishReason: ev.finishReason });
     if (this.recent.length > 256) this.recent.shift();
+    return tps;
   }
 
-  encoderFinished(inputs: number, seconds: number): void {
-    this.encoderRequests.inc();
-    this.encoderInputs.inc(inputs);
-    this.encoderLatency.observe(seconds);
+  encoderFinished(inputs: number, seconds: number, labels: RequestLabels): void {
+    this.encoderRequests.inc(1, labels);
+    this.encoderInputs.inc(inputs, labels);
+    this.encoderLatency.observe(seconds, labels);
   }
 
   /** Fraction of one core used by this process since the last call. */
@@ -147,12 +238,7 @@ export class Metrics {
   }
 
   renderProcess(): string {
-    const mem = process.memoryUsage();
-    return (
-      gauge('weft_process_cpu_utilization', 'Cores used by the server process since the previous scrape (1.0 = one core).', [[{}, this.cpuUtilization()]]) +
-      gauge('weft_process_resident_memory_bytes', 'Resident set size.', [[{}, mem.rss]]) +
-      gauge('weft_process_heap_used_bytes', 'V8 heap in use.', [[{}, mem.heapUsed]])
-    );
+    return processMetrics() + gauge('weft_process_cpu_utilization', 'Cores used by the server process since the previous scrape (1.0 = one core).', [[{}, this.cpuUtilization()]]);
   }
 
   render(): string {

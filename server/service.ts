@@ -19,11 +19,20 @@ import { ReaderManager } from './readers/manager.ts';
 import { connectNats, resolveNatsOptions } from './readers/nats_conn.ts';
 import { NatsDirectory } from './readers/nats_directory.ts';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { withAutomaticAssistants } from './readers/auto_assistant.ts';
 import { parseReaderSpec, type ReaderSpec } from './readers/spec.ts';
-import { Metrics } from './metrics.ts';
+import { License } from './license.ts';
+import { Metrics, type RequestLabels } from './metrics.ts';
 import { VERSION } from './paths.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
+
+/** The `model` and `consumer_group` labels of a request served by `reader` (the model's served name, else its path). */
+function requestLabels(reader: ManagedReader): RequestLabels {
+  return { model: reader.info?.model ?? reader.spec.model, consumer_group: reader.spec.consumerGroup };
+}
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 /** Rough bytes a request holds while queued and until its response is sent; `newTokens` is max_new_tokens capped by the context. */
 function requestBytes(req: GenerateRequest, newTokens: number): number {
@@ -36,6 +45,8 @@ export class Service {
   readonly log: Logger;
   readonly metrics = new Metrics();
   readonly version: string;
+  /** The licence (read now; reloaded on SIGHUP and POST /license/reload). */
+  readonly license: License;
   private readonly inFlight = new Map<string, { reader: ManagedReader; ac: AbortController }>();
   /** Bytes reserved by requests in flight (bounded by kvstoreMaxMemory). */
   reservedBytes = 0;
@@ -47,35 +58,35 @@ export class Service {
   constructor(readonly config: ServiceConfig) {
     this.log = createLogger({ timestamps: !config.logDisableTimestamps, color: !config.noColor && !!process.stderr.isTTY });
     this.readers.log = this.log;
+    this.license = new License({ file: config.licenseFile, required: config.licenseRequired, publicKey: config.licensePublicKey });
     this.version = VERSION;
   }
 
   /** Starts the readers named by the configuration. */
   startConfiguredReaders(): void {
-    if (this.config.model) {
-      this.readers.start(
-        this.withReaderDefaults({
-          model: this.config.model,
-          consumerGroup: this.config.consumerGroup,
-          readerId: 'primary-0',
-          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
-          ...(this.config.pageCacheSize ? { pageCacheSize: this.config.pageCacheSize } : {}),
-          ...(this.config.assistantName ? { assistantModel: this.config.assistantName } : {}),
-          ...(this.config.assistantName && this.config.speculativeTokens !== null ? { speculativeTokens: this.config.speculativeTokens } : {}),
-        }),
-      );
+    this.license.assertUsable();
+    const cfg = this.config;
+    const backend = cfg.backend !== 'auto' ? { backend: cfg.backend } : {};
+    const generators: ReaderSpec[] = [];
+    if (cfg.model) {
+      generators.push({
+        model: cfg.model,
+        consumerGroup: cfg.consumerGroup,
+        readerId: 'primary-0',
+        ...backend,
+        ...(cfg.pageCacheSize ? { pageCacheSize: cfg.pageCacheSize } : {}),
+        ...(cfg.assistantName && cfg.assistantName !== 'off' ? { assistantModel: cfg.assistantName } : {}),
+        ...(cfg.assistantName && cfg.assistantName !== 'off' && cfg.speculativeTokens !== null ? { speculativeTokens: cfg.speculativeTokens } : {}),
+      });
     }
-    if (this.config.embeddingModel) {
-      this.readers.start(
-        this.withReaderDefaults({
-          model: this.config.embeddingModel,
-          consumerGroup: this.config.embeddingConsumerGroup,
-          readerId: `${this.config.embeddingConsumerGroup}-0`,
-          ...(this.config.backend !== 'auto' ? { backend: this.config.backend } : {}),
-        }),
-      );
+    const encoders: ReaderSpec[] = cfg.embeddingModel ? [{ model: cfg.embeddingModel, consumerGroup: cfg.embeddingConsumerGroup, readerId: `${cfg.embeddingConsumerGroup}-0`, ...backend }] : [];
+    const extra = cfg.readers.map((raw) => parseReaderSpec(raw, { model: cfg.model }));
+    // Speculative decoding by default: a smaller generative model of this server drafts for a larger one.
+    const auto = cfg.assistantName === 'off' ? [...generators, ...extra] : withAutomaticAssistants([...generators, ...extra]);
+    for (const spec of [...auto.slice(0, generators.length), ...encoders, ...auto.slice(generators.length)]) {
+      this.license.assertReaderSlot(this.readers.all().length);
+      this.readers.start(this.withReaderDefaults(spec));
     }
-    for (const raw of this.config.readers) this.readers.start(this.withReaderDefaults(parseReaderSpec(raw, { model: this.config.model })));
   }
 
   /**
@@ -116,9 +127,9 @@ export class Service {
   }
 
   /** Refuses work that would hold more than `kvstore_max_memory` bytes queued (503 overloaded). */
-  private checkCapacity(bytes: number): void {
+  private checkCapacity(bytes: number, group: string): void {
     if (this.reservedBytes + bytes <= this.config.kvstoreMaxMemory) return;
-    this.metrics.rejected.inc();
+    this.metrics.rejected.inc(1, { consumer_group: group });
     throw new UnavailableError('overloaded', `the server holds ${this.reservedBytes} bytes of queued work (limit ${this.config.kvstoreMaxMemory}); retry later`, 1);
   }
 
@@ -132,12 +143,13 @@ export class Service {
     // Sized by what the request can hold on this reader: max_new_tokens capped by its context.
     const sized = cappedTokens(req, reader.info?.contextLength ?? Number.MAX_SAFE_INTEGER);
     const bytes = requestBytes(req, sized.total - sized.prompt);
-    this.checkCapacity(bytes);
+    const groupName = group ?? this.config.consumerGroup;
+    this.checkCapacity(bytes, groupName);
     let admitted: (slotMs: number | null) => void;
     try {
       admitted = this.admission.admit(reader, sized.total);
     } catch (e) {
-      this.metrics.rejected.inc();
+      this.metrics.rejected.inc(1, { consumer_group: groupName });
       throw e;
     }
     const id = req.id ?? this.newRequestId();
@@ -168,16 +180,32 @@ export class Service {
       throw e;
     }
     const metrics = this.metrics;
+    const log = this.log;
+    const labels = requestLabels(reader);
     async function* observed(): AsyncGenerator<GenerationEvent> {
       try {
         for await (const ev of events) {
           if (ev.type === 'token' && !first) {
             first = performance.now();
-            metrics.ttft.observe((first - started) / 1000);
+            metrics.ttft.observe((first - started) / 1000, labels);
           }
           if (ev.type === 'done') {
-            metrics.finished(ev, started, first);
             finished = ev.finishReason !== 'cancelled';
+            const tokensPerSecond = round2(metrics.finished(ev, started, first, labels));
+            log('request finished', {
+              request_id: id,
+              reader_id: reader.readerId,
+              ...labels,
+              prompt_tokens: ev.usage.promptTokens,
+              completion_tokens: ev.usage.completionTokens,
+              cached_tokens: ev.usage.cachedTokens,
+              finish_reason: ev.finishReason,
+              ttft_ms: first ? Math.round(first - started) : null,
+              duration_ms: Math.round(performance.now() - started),
+              tokens_per_second: tokensPerSecond,
+            });
+            yield { ...ev, usage: { ...ev.usage, tokensPerSecond } };
+            continue;
           }
           yield ev;
         }
@@ -215,7 +243,7 @@ export class Service {
   ): Promise<T> {
     if (signal.aborted) throw new CancelledError();
     const bytes = 1024 + texts.reduce((a, t) => a + t.length * 2 + 8192, 0); // inputs, plus room for each output
-    this.checkCapacity(bytes);
+    this.checkCapacity(bytes, group ?? this.config.consumerGroup);
     const reader = await this.readers.acquire(group ?? this.config.consumerGroup, need, signal);
     const ac = new AbortController();
     const onAbort = (): void => ac.abort();
@@ -226,7 +254,7 @@ export class Service {
     const started = performance.now();
     try {
       const out = await call(reader.api!, ac.signal);
-      this.metrics.encoderFinished(texts.length, (performance.now() - started) / 1000);
+      this.metrics.encoderFinished(texts.length, (performance.now() - started) / 1000, requestLabels(reader));
       return out;
     } finally {
       this.reservedBytes -= bytes;

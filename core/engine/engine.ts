@@ -45,6 +45,8 @@ export interface TokenConstraint {
 export interface GenerateOptions {
   /** Default 256. */
   maxNewTokens?: number;
+  /** false: never take draft tokens for this request, even when the reader has a draft (default true). */
+  speculative?: boolean;
   minNewTokens?: number;
   sampling?: Partial<SamplingParams>;
   noRepeatNgramSize?: number;
@@ -72,6 +74,8 @@ export interface Usage {
   completionTokens: number;
   /** Prompt tokens served from the prefix cache. */
   cachedTokens: number;
+  /** Decode speed, tokens/s (set by the server when the request finishes; server/metrics.ts decodeTokensPerSecond). */
+  tokensPerSecond?: number;
 }
 
 export type GenerationEvent =
@@ -261,7 +265,7 @@ export class Engine {
   private canSpeculate(a: Active): boolean {
     const p = a.sampling;
     // Image rows (embeds) are the target's own embeddings: a text-only draft cannot read them.
-    if (a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds) return false;
+    if (a.opts.speculative === false || a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds) return false;
     if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return false;
     return a.generated.length >= (a.opts.minNewTokens ?? 0) || !!a.opts.ignoreEos;
   }

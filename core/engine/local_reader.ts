@@ -65,6 +65,7 @@ export class LocalReader implements ReaderApi {
       ...(req.minNewTokens !== undefined ? { minNewTokens: req.minNewTokens } : {}),
       ...(req.sampling ? { sampling: req.sampling } : {}),
       ...(req.noRepeatNgramSize ? { noRepeatNgramSize: req.noRepeatNgramSize } : {}),
+      ...(req.speculative === false ? { speculative: false } : {}),
       ...(stop ? { stop } : {}),
       ...(req.stopTokenIds ? { stopTokenIds: req.stopTokenIds } : {}),
       ...(req.ignoreEos ? { ignoreEos: true } : {}),

@@ -33,6 +33,8 @@ export interface GenerateRequest {
   minNewTokens?: number;
   sampling?: Partial<SamplingParams>;
   noRepeatNgramSize?: number;
+  /** false opts this request out of speculative decoding (default: speculate where the reader has a draft). */
+  speculative?: boolean;
   stop?: string[];
   stopTokenIds?: number[];
   ignoreEos?: boolean;

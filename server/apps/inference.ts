@@ -14,7 +14,7 @@ import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts'
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { parseWhitespace } from '../../core/structured/index.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
-import { sseGeneration, TAKEOFF_FRAMING, usageOf } from '../http/sse.ts';
+import { sseGeneration, TAKEOFF_FRAMING, tokensPerSecondHeader, usageOf } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import { type ManagedReader, PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
@@ -71,6 +71,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
     sampling,
     ...(p.min_new_tokens !== undefined ? { minNewTokens: p.min_new_tokens } : {}),
     ...(p.no_repeat_ngram_size ? { noRepeatNgramSize: p.no_repeat_ngram_size } : {}),
+    ...(p.speculative === false ? { speculative: false } : {}),
     ...(p.stop ? { stop: p.stop } : {}),
     ...(p.prompt_max_tokens !== undefined ? { promptMaxTokens: p.prompt_max_tokens } : {}),
     ...(constraint ? { constraint } : {}),
@@ -85,7 +86,9 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
 export async function runGenerations(c: Context, svc: Service, group: string | undefined, reqs: GenerateRequest[]): Promise<Awaited<ReturnType<Service['runToCompletion']>>[]> {
   const ids = reqs.map(() => svc.newRequestId());
   c.header('x-request-id', ids.join(','));
-  return Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  const ds = await Promise.all(reqs.map((r, i) => svc.runToCompletion(group, { ...r, id: ids[i]! }, c.req.raw.signal)));
+  tokensPerSecondHeader(c, ds);
+  return ds;
 }
 
 /**
@@ -179,6 +182,9 @@ export async function healthz(c: Context, svc: Service): Promise<Response> {
   const stalled = (r: ManagedReader): boolean => r.ready && r.stalledMs() > svc.config.readerStallMillis;
   const readers = svc.readers.all().map((r) => ({ reader_id: r.readerId, ready: r.ready, state: r.state, ...(stalled(r) ? { stalled_ms: r.stalledMs() } : {}) }));
   const unhealthy = svc.readers.all().some(stalled);
-  const ok = svc.readers.allReady && !unhealthy;
-  return c.json({ status: ok ? 'ok' : unhealthy ? 'unhealthy' : 'loading', readers }, ok ? 200 : 503);
+  const ok = svc.readers.allReady && !unhealthy && svc.license.ok;
+  const lic = svc.license.state();
+  const license = { state: lic.state, required: lic.required, licensee: lic.licensee, expires: lic.expires, reason: lic.reason };
+  const status = !svc.license.ok ? 'unlicensed' : unhealthy ? 'unhealthy' : ok ? 'ok' : 'loading';
+  return c.json({ status, readers, license }, ok ? 200 : 503);
 }

@@ -72,6 +72,7 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
   spec.add({ method: 'put', path: '/models', summary: 'Start a reader from a configuration (201 with its id; loads in the background)', body: S.ReaderSpecBody, response: ReaderSummary });
   app.put('/models', async (c) => {
     const body = await parseBody(c, S.ReaderSpecBody, 1 << 16);
+    svc.license.assertReaderSlot(svc.readers.all().length);
     const r = svc.readers.start(svc.withReaderDefaults(parseReaderSpec(body, { model: svc.config.model })));
     r.runtime = true;
     svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup });
@@ -98,6 +99,15 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
     const stopped = await svc.readers.deleteGroup(group);
     svc.log('consumer group deleted', { consumer_group: group, readers: stopped });
     return c.json({ consumer_group: group, deleted: true, readers: stopped });
+  });
+
+  spec.add({ method: 'get', path: '/license', summary: 'The licence state (docs/licence.md)' });
+  app.get('/license', (c) => c.json(svc.license.state()));
+  spec.add({ method: 'post', path: '/license/reload', summary: 'Re-read the licence file (as SIGHUP does) and return its state' });
+  app.post('/license/reload', (c) => {
+    const s = svc.license.reload();
+    svc.log('licence reloaded', { state: s.state, licensee: s.licensee, expires: s.expires, reason: s.reason }, s.state === 'valid' || !s.required ? 'info' : 'warn');
+    return c.json(s);
   });
 
   spec.add({ method: 'get', path: '/healthz', summary: '200 when every group is healthy (a group scaled to zero by design counts as healthy; docs/scaling.md), else 503' });

@@ -24,7 +24,7 @@ import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { statusOf } from '../http/errors.ts';
 import { checkTextBytes } from './encoders.ts';
-import { sseGeneration } from '../http/sse.ts';
+import { sseGeneration, tokensPerSecondHeader } from '../http/sse.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
 import { healthz, jsonWhitespace } from './inference.ts';
@@ -54,7 +54,8 @@ const finishReason = (r: Done['finishReason']): string => (r === 'eos' || r === 
 const usageOf = (ds: Done[]): O.UsageT => {
   const p = ds.reduce((a, d) => a + d.usage.promptTokens, 0);
   const g = ds.reduce((a, d) => a + d.usage.completionTokens, 0);
-  return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) } };
+  const tps = Math.round((ds.reduce((a, d) => a + (d.usage.tokensPerSecond ?? 0), 0) / Math.max(1, ds.length)) * 100) / 100;
+  return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) }, tokens_per_second: tps };
 };
 
 /** `model` -> consumer group: a group name, else a reader id (its group); absent = the default group. */
@@ -257,6 +258,7 @@ export function openaiApp(svc: Service): OpenAIApps {
     }
     c.header('x-request-id', rid);
     const d = await svc.runToCompletion(group, { ...req, id: rid }, c.req.raw.signal);
+    tokensPerSecondHeader(c, [d]);
     return c.json({
       ...head,
       object: 'chat.completion',
@@ -292,6 +294,7 @@ export function openaiApp(svc: Service): OpenAIApps {
     const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
     c.header('x-request-id', ids.join(','));
     const ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    tokensPerSecondHeader(c, ds);
     return c.json({
       ...head,
       choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: null, finish_reason: finishReason(d.finishReason) })),

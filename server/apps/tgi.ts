@@ -46,7 +46,7 @@ export const TgiBody = z.strictObject({
 });
 export type TgiBodyT = z.output<typeof TgiBody>;
 
-export const TgiDetails = z.object({ finish_reason: z.string(), generated_tokens: z.number(), prompt_tokens: z.number(), seed: z.number().nullable() });
+export const TgiDetails = z.object({ finish_reason: z.string(), generated_tokens: z.number(), prompt_tokens: z.number(), seed: z.number().nullable(), tokens_per_second: z.number() });
 export const TgiResponse = z.array(z.object({ generated_text: z.string(), details: TgiDetails.optional() }));
 
 /** A body in TGI's shape: an object with `inputs` (Weft's own body has `text`). */
@@ -80,7 +80,7 @@ export function tgiFinishReason(r: FinishReason): string {
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
 export function tgiDetails(d: Pick<Done, 'finishReason' | 'usage'>, seed: number | undefined): z.output<typeof TgiDetails> {
-  return { finish_reason: tgiFinishReason(d.finishReason), generated_tokens: d.usage.completionTokens, prompt_tokens: d.usage.promptTokens, seed: seed ?? null };
+  return { finish_reason: tgiFinishReason(d.finishReason), generated_tokens: d.usage.completionTokens, prompt_tokens: d.usage.promptTokens, seed: seed ?? null, tokens_per_second: d.usage.tokensPerSecond ?? 0 };
 }
 
 /**

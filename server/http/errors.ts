@@ -32,6 +32,7 @@ export function statusOf(e: unknown): ContentfulStatusCode {
     // Errors rebuilt from a worker keep their code but not always their class.
     if (e.name === 'ModelFormatError' || e.name === 'UnsupportedModelError') return 422;
     if (e.code === 'reader_crashed') return 503;
+    if (e.code === 'license_reader_limit') return 403;
     return 500;
   }
   return 500;

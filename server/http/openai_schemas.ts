@@ -106,6 +106,7 @@ export const Usage = z.object({
   completion_tokens: z.number(),
   total_tokens: z.number(),
   prompt_tokens_details: z.object({ cached_tokens: z.number() }),
+  tokens_per_second: z.number().optional().describe('Weft: decode speed of the request, tokens/s (the mean over the choices of a multi-prompt call).'),
 });
 
 const FinishReason = z.string().nullable().describe('stop | length (| cancelled after POST /cancel/{id}); null until the last chunk.');

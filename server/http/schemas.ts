@@ -15,6 +15,7 @@ export const GenerationParams = z.strictObject({
   sampling_topk: int(0, 1 << 20).optional().describe('0 = off.'),
   repetition_penalty: z.number().gt(0).max(100).optional(),
   no_repeat_ngram_size: int(0, 1024).optional(),
+  speculative: z.boolean().optional().describe('false: no speculative decoding for this request (default: on where the reader has a draft model).'),
   seed: int(0, 2 ** 32 - 1).optional(),
   max_new_tokens: int(1, 1 << 20).optional().describe('Default 128.'),
   min_new_tokens: int(0, 1 << 20).optional(),
@@ -38,7 +39,12 @@ export const ImageGenerateBody = GenerationParams.extend({
 });
 export const ImageGenerateStreamBody = GenerationParams.extend({ text: z.string().describe(IMAGE_TEXT) });
 
-export const Usage = z.object({ prompt_tokens: z.number(), completion_tokens: z.number(), cached_tokens: z.number() });
+export const Usage = z.object({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number(),
+  cached_tokens: z.number(),
+  tokens_per_second: z.number().describe('Decode speed: tokens after the first / seconds from the first token to the last; 0 under two tokens.'),
+});
 
 export const GenerateResponse = z.object({
   text: z.union([z.string(), z.array(z.string())]),

@@ -52,11 +52,20 @@ export async function sseGeneration(c: Context, svc: Service, group: string | un
   });
 }
 
-export const usageOf = (d: Done): { prompt_tokens: number; completion_tokens: number; cached_tokens: number } => ({
+export const usageOf = (d: Done): { prompt_tokens: number; completion_tokens: number; cached_tokens: number; tokens_per_second: number } => ({
   prompt_tokens: d.usage.promptTokens,
   completion_tokens: d.usage.completionTokens,
   cached_tokens: d.usage.cachedTokens,
+  tokens_per_second: d.usage.tokensPerSecond ?? 0,
 });
+
+/**
+ * `x-weft-tokens-per-second` on a non-streaming response: each request's decode speed
+ * (docs/api.md), comma-separated in the order of `x-request-id`.
+ */
+export function tokensPerSecondHeader(c: Context, ds: readonly Pick<Done, 'usage'>[]): void {
+  c.header('x-weft-tokens-per-second', ds.map((d) => String(d.usage.tokensPerSecond ?? 0)).join(','));
+}
 
 /** The Takeoff-style framing: `data: {text, token_id}` per token, `event: done`, `event: error`. */
 export const TAKEOFF_FRAMING: SseFraming = {

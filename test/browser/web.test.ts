@@ -156,7 +156,7 @@ describe('web app (headless chromium, real server)', () => {
     expect(errorsIn(browser)).toEqual([]);
   });
 
-  it('charts tokens/s, queue depth, batch size and KV blocks from /metrics', async () => {
+  it('charts tokens/s, queue depth, batch size, KV blocks and CPU utilization from /metrics; shows the licence state', async () => {
     const { web, browser } = await ready();
     const { page } = browser;
     await page.goto(`${web.page}#/metrics`);
@@ -170,9 +170,13 @@ describe('web app (headless chromium, real server)', () => {
     await page.waitForFunction(() => Number(document.querySelector('#mx-tps-value')?.textContent) > 0, undefined, { timeout: 30_000 });
     await traffic;
     await page.waitForTimeout(1500);
-    for (const id of ['tps', 'queue', 'batch', 'kv']) {
+    for (const id of ['tps', 'queue', 'batch', 'kv', 'cpu']) {
       expect(await page.locator(`#mx-${id} svg.chart path.line`).count(), id).toBe(1);
     }
+    expect(Number(await text(page, '#mx-cpu-value'))).toBeGreaterThan(0);
+    // GPU utilization has its chart; its line needs timestamp queries, which software adapters may lack.
+    expect(await page.locator('#mx-gpu svg.chart').count()).toBe(1);
+    expect(await text(page, '#mx-license')).toMatch(/^missing/);
     expect(Number(await text(page, '#mx-requests'))).toBeGreaterThan(0);
     await shot(page, 'metrics');
     // The settings dialog shows where both APIs resolve to.

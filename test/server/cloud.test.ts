@@ -95,7 +95,7 @@ describe('SageMaker-style app', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('x-request-id')).toBeTruthy();
     // Greedy by default (do_sample false), so the same text as the native body; TGI's finish reason name.
-    expect(await res.json()).toEqual([{ generated_text: ref.text, details: { finish_reason: 'stop_sequence', generated_tokens: expect.any(Number), prompt_tokens: 5, seed: null } }]);
+    expect(await res.json()).toEqual([{ generated_text: ref.text, details: { finish_reason: 'stop_sequence', generated_tokens: expect.any(Number), prompt_tokens: 5, seed: null, tokens_per_second: expect.any(Number) } }]);
     const full = (await (await sm('/invocations', post({ inputs: ['Once upon a time', 'Tim'], parameters: { max_new_tokens: 4, return_full_text: true } }, auth))).json()) as Tgi;
     expect(full).toHaveLength(2);
     expect(full[0]!.generated_text.startsWith('Once upon a time')).toBe(true);

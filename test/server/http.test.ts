@@ -67,7 +67,7 @@ describe('inference over HTTP', () => {
     expect(t.svc.reservedBytes).toBe(0);
     expect(await kvFree()).toBe(free0);
     const m = await (await fetch(`${base}/metrics`)).text();
-    expect(m).toMatch(/weft_requests_total \d+/);
+    expect(m).toMatch(/weft_requests_total\{model="[^"]*",consumer_group="primary"\} \d+/);
   });
 
   it('a non-streaming client that disconnects cancels too', async () => {

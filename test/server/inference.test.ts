@@ -168,8 +168,8 @@ describe('inference app', () => {
     expect(h.status).toBe(200);
     expect(await h.json()).toMatchObject({ status: 'ok', readers: [{ reader_id: 'primary-0', ready: true }] });
     let m = await (await inf('/metrics')).text();
-    expect(m).toMatch(/weft_requests_total \d+/);
-    expect(m).toMatch(/weft_request_tokens_per_second_count \d+/);
+    expect(m).toMatch(/weft_requests_total\{model="[^"]*",consumer_group="primary"\} \d+/);
+    expect(m).toMatch(/weft_request_tokens_per_second_count\{model="[^"]*",consumer_group="primary"\} \d+/);
     expect(m).toContain('weft_kv_blocks_total{reader_id="primary-0",consumer_group="primary"}');
     // Step counters per decode path: on these software adapters stories260K decodes through
     // the megakernel, one dispatch per wave (a generation first, so the test stands alone).

@@ -73,7 +73,7 @@ describe('OpenAI layer in-process', () => {
     // Same prompt through the native API: the ChatML text, BOS added by the tokenizer.
     const ref = (await (await apps.inference.request('/generate', post({ text: CHATML('Tell me a story'), max_new_tokens: 12, stop: ['<|im_end|>'] }, auth))).json()) as { text: string; usage: { prompt_tokens: number } };
     expect(chat.choices[0]!.message.content).toBe(ref.text);
-    expect(chat.usage).toEqual({ prompt_tokens: ref.usage.prompt_tokens, completion_tokens: 12, total_tokens: ref.usage.prompt_tokens + 12, prompt_tokens_details: { cached_tokens: expect.any(Number) } });
+    expect(chat.usage).toEqual({ prompt_tokens: ref.usage.prompt_tokens, completion_tokens: 12, total_tokens: ref.usage.prompt_tokens + 12, prompt_tokens_details: { cached_tokens: expect.any(Number) }, tokens_per_second: expect.any(Number) });
     // A reader id selects its group; max_completion_tokens wins over max_tokens.
     const byReader = (await (await v1('/chat/completions', { model: 'primary-0', messages: user('Tell me a story'), max_tokens: 30, max_completion_tokens: 12, temperature: 0 })).json()) as Chat;
     expect(byReader.choices[0]!.message.content).toBe(ref.text);

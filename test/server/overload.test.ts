@@ -51,6 +51,6 @@ describe('kvstore_max_memory', () => {
     const again = await t.apps.inference.request('/generate', post(body));
     expect(again.status).toBe(200);
     const metrics = await (await t.apps.inference.request('/metrics')).text();
-    expect(metrics).toMatch(/weft_requests_rejected_total 3\b/);
+    expect(metrics).toMatch(/weft_requests_rejected_total\{consumer_group="primary"\} 3\b/);
   });
 });

@@ -4,8 +4,13 @@
  * s: the counter moves when requests finish, so a per-scrape rate would
  * spike), queue depth (weft_queue_depth), running batch size
  * (weft_batch_size) and KV blocks in use (weft_kv_blocks_used, with the pool
- * size as a dashed ceiling), each summed over readers. The time axis grows
- * with the data from 30 s up to two minutes.
+ * size as a dashed ceiling), each summed over readers, and utilization: GPU
+ * (weft_gpu_utilization, the fraction of wall time each reader's device queue
+ * was busy with engine steps, measured by the step timer's timestamp queries;
+ * the mean over readers, absent where the adapter has no timestamps) and CPU
+ * (the rate of process_cpu_seconds_total: cores used by the server process).
+ * The licence state comes from the management API's GET /license. The time
+ * axis grows with the data from 30 s up to two minutes.
  */
 import { apiFetch } from '../api.ts';
 import { lineChart, type Point } from '../charts.ts';
@@ -40,8 +45,19 @@ export function metricsPage(): Page {
     ...(format ? { format } : {}),
     integer,
   });
-  const series = [mk('tps', 'Tokens / s', (v) => v.toFixed(v < 10 ? 1 : 0), false), mk('queue', 'Queue depth'), mk('batch', 'Batch size'), mk('kv', 'KV blocks used')];
-  const [tps, queue, batch, kv] = series as [Series, Series, Series, Series];
+  const pct = (v: number): string => `${(v * 100).toFixed(0)}%`;
+  const series = [
+    mk('tps', 'Tokens / s', (v) => v.toFixed(v < 10 ? 1 : 0), false),
+    mk('queue', 'Queue depth'),
+    mk('batch', 'Batch size'),
+    mk('kv', 'KV blocks used'),
+    mk('gpu', 'GPU utilization', pct, false),
+    mk('cpu', 'CPU utilization (cores)', (v) => v.toFixed(2), false),
+  ];
+  const [tps, queue, batch, kv, gpu, cpu] = series as [Series, Series, Series, Series, Series, Series];
+  gpu.ceiling = 1;
+  const license = h('span#mx-license', '—');
+  let lastCpu: { at: number; value: number } | null = null;
   const err = h('div#mx-error.error');
   const totals = h('div#mx-totals.stats');
   const counter: { at: number; value: number }[] = [];
@@ -82,6 +98,12 @@ export function metricsPage(): Page {
     push(batch, total(m, 'weft_batch_size') ?? 0);
     push(kv, total(m, 'weft_kv_blocks_used') ?? 0);
     kv.ceiling = total(m, 'weft_kv_blocks_total');
+    const gpus = m.filter((s) => s.name === 'weft_gpu_utilization');
+    push(gpu, gpus.length ? gpus.reduce((a, s) => a + s.value, 0) / gpus.length : null);
+    const cpuSeconds = total(m, 'process_cpu_seconds_total');
+    const cpuNow = cpuSeconds === null ? null : { at, value: cpuSeconds };
+    push(cpu, cpuNow ? rate(lastCpu, cpuNow) : null);
+    lastCpu = cpuNow;
     const fmt = (name: string): string => String(total(m, name) ?? '—');
     replace(
       totals,
@@ -90,7 +112,14 @@ export function metricsPage(): Page {
       h('span', 'prompt tokens ', h('strong', fmt('weft_prompt_tokens_total'))),
       h('span', 'readers ready ', h('strong', `${total(m, 'weft_reader_ready') ?? 0}/${m.filter((s) => s.name === 'weft_reader_ready').length}`)),
       h('span', 'rejected ', h('strong', fmt('weft_requests_rejected_total'))),
+      h('span', 'licence ', h('strong', license)),
     );
+    void apiFetch('management', 'license')
+      .then(async (r) => {
+        const s = (await r.json()) as { state: string; required: boolean; licensee: string | null; expires: string | null };
+        license.textContent = `${s.state}${s.licensee ? ` · ${s.licensee}` : ''}${s.expires ? ` · until ${s.expires.slice(0, 10)}` : ''}${s.required ? ' · required' : ''}`;
+      })
+      .catch(() => (license.textContent = 'unknown'));
     render();
   };
   const poll = poller(scrape, 1000);
