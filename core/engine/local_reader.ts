@@ -6,12 +6,16 @@
 import { InvalidRequestError } from '../errors.ts';
 import type { LoadedDecoder } from '../models/load.ts';
 import { renderChatTemplate } from '../tokenizer/chat_template.ts';
+import { detectToolFormat } from '../tools/index.ts';
+import type { ToolFormat } from '../tools/types.ts';
 import { imageGeneration } from '../models/llava/generate.ts';
 import type { GenerateOptions, GenerationEvent } from './engine.ts';
 import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
 import { validateRequest } from './reader_api.ts';
 
 export class LocalReader implements ReaderApi {
+  private toolFormat: ToolFormat | null | undefined;
+
   constructor(
     readonly loaded: LoadedDecoder,
     private readonly meta: { readerId: string; model: string; device: string; backend: string; speculative?: ReaderInfo['speculative'] },
@@ -27,8 +31,18 @@ export class LocalReader implements ReaderApi {
       contextLength: engine.opts.scheduler.maxContext,
       vocabSize: cfg.vocabSize,
       hasChatTemplate: tokenizer.hasChatTemplate,
+      toolFormat: this.toolFormatOf(),
       ...(this.loaded.vision ? { imageInput: true } : {}),
     };
+  }
+
+  /** Detected once by rendering probe conversations through the model's template (core/tools). */
+  private toolFormatOf(): ToolFormat | null {
+    if (this.toolFormat === undefined) {
+      const tok = this.loaded.tokenizer;
+      this.toolFormat = tok.hasChatTemplate ? detectToolFormat((messages, tools) => tok.applyChatTemplate(messages as never, { addGenerationPrompt: true, tools })) : null;
+    }
+    return this.toolFormat;
   }
 
   /** The prompt to encode, and whether it came from the request's fallback chat template. */

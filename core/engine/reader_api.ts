@@ -10,6 +10,7 @@
  */
 import { InvalidRequestError } from '../errors.ts';
 import type { SamplingParams } from '../sampling/params.ts';
+import type { ToolFormat } from '../tools/types.ts';
 import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
 import type { DecodePathCounts } from './runner.ts';
@@ -76,6 +77,8 @@ export interface ReaderInfo {
   contextLength: number;
   vocabSize: number;
   hasChatTemplate: boolean;
+  /** The tool-call syntax of the chat template (core/tools), or null when it ignores `tools`; absent for encoders. */
+  toolFormat?: ToolFormat | null;
   /** Generative readers that take images (`<image:…>` tags with GenerateRequest.images). */
   imageInput?: boolean;
   /** Encoders: width of embedding vectors. */

@@ -31,6 +31,8 @@ import { healthz, jsonWhitespace } from './inference.ts';
 import { imageBodyLimit, imageFetchConfig } from './images.ts';
 import { resolvePromptImages } from '../http/image_urls.ts';
 import { mapImageTags } from '../../core/images/prompt.ts';
+import { ToolStreamSplitter } from '../../core/tools/index.ts';
+import { newCallId, planTools, readCalls, templateToolHistory, type ToolPlan, wireCalls } from './openai_tools.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
@@ -177,8 +179,10 @@ const now = (): number => Math.floor(Date.now() / 1000);
 interface Framing {
   /** Chunks sent once the request is accepted (the chat role chunk). */
   opening(): object[];
-  token(text: string): object;
-  finish(d: Done): object;
+  /** Chunks for one token's text (none while text is held back, e.g. a possible tool call). */
+  token(text: string): object[];
+  /** The last chunks (held-back content, tool calls, finish_reason). */
+  finish(d: Done): object[];
   usage(d: Done): object;
 }
 
@@ -192,9 +196,9 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
     },
     async event(stream, ev) {
       if (ev.type === 'token') {
-        if (ev.text) await send(stream, withUsage(f.token(ev.text)));
+        if (ev.text) for (const o of f.token(ev.text)) await send(stream, withUsage(o));
       } else {
-        await send(stream, withUsage(f.finish(ev)));
+        for (const o of f.finish(ev)) await send(stream, withUsage(o));
         if (includeUsage) await send(stream, f.usage(ev));
       }
     },
@@ -205,6 +209,51 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
       await send(stream, openaiError(e));
     },
   });
+}
+
+/**
+ * Chat chunk framing, tools included: a named forced call streams its
+ * arguments as they are generated; a `required` call is sent whole at the end
+ * (its function is known only then); `auto` streams content and holds back
+ * text from the first sign of a call, sending parsed calls at the end.
+ */
+function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null) => object): Omit<Framing, 'usage'> {
+  const opening = (): object[] => [choice({ role: 'assistant', content: '' }, null)];
+  const end = (d: Done, calls: { name: string; arguments: string }[], rest: string): object[] => {
+    const out: object[] = rest ? [choice({ content: rest }, null)] : [];
+    if (calls.length) {
+      const wire = calls.map((x, index) => ({ index, id: newCallId(plan!.format), type: 'function', function: x }));
+      out.push(choice({ tool_calls: wire }, null));
+    }
+    out.push(choice({}, calls.length ? 'tool_calls' : finishReason(d.finishReason)));
+    return out;
+  };
+  if (!plan || plan.mode === 'none') {
+    return { opening, token: (text) => [choice({ content: text }, null)], finish: (d) => end(d, [], '') };
+  }
+  if (plan.named) {
+    const name = plan.named;
+    return {
+      opening: () => [choice({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: newCallId(plan.format), type: 'function', function: { name, arguments: '' } }] }, null)],
+      token: (text) => [choice({ tool_calls: [{ index: 0, function: { arguments: text } }] }, null)],
+      finish: (d) => [choice({}, d.finishReason === 'length' || d.finishReason === 'cancelled' ? d.finishReason : 'tool_calls')],
+    };
+  }
+  if (plan.mode === 'forced') {
+    return { opening, token: () => [], finish: (d) => { const r = readCalls(plan, d.text, d.finishReason); return end(d, r.calls, r.content ?? ''); } };
+  }
+  const split = new ToolStreamSplitter(plan.parser);
+  return {
+    opening,
+    token: (text) => {
+      const t = split.push(text);
+      return t ? [choice({ content: t }, null)] : [];
+    },
+    finish: (d) => {
+      const r = split.end();
+      return end(d, r.calls, r.rest);
+    },
+  };
 }
 
 export interface OpenAIApps {
@@ -233,34 +282,43 @@ export function openaiApp(svc: Service): OpenAIApps {
   app.post('/v1/chat/completions', async (c) => {
     const b = await parseBody(c, O.ChatCompletionBody, Math.max(maxBody, imageBodyLimit(svc, 1)));
     if (b.logprobs || b.top_logprobs) throw unsupported(b.logprobs ? 'logprobs' : 'top_logprobs', 'logprobs are not supported by this server');
-    if (b.tools?.length) throw unsupported('tools', 'tool calling is not supported by this server');
     const group = resolveModel(svc, b.model);
-    const { messages, images } = chatMessages(b.messages);
+    const plan = planTools(svc, group, b.tools, b.tool_choice, b.parallel_tool_calls);
+    if (plan?.mode === 'forced' && b.response_format && b.response_format.type !== 'text') {
+      throw new InvalidRequestError('conflicting_constraints', 'response_format cannot be combined with a required or named tool_choice (the call is the output)', { field: 'response_format' });
+    }
+    const converted = chatMessages(b.messages);
+    const images = converted.images;
+    const messages = templateToolHistory(converted.messages, plan?.format) as ChatMessage[];
     const imageBytes = images ? await resolveChatImages(svc, messages) : null;
     checkBytes(svc, messages.map((m) => String(m.content)));
+    const base = baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format);
     const req: GenerateRequest = {
-      prompt: { messages },
+      prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,
-      ...baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format),
+      ...base,
+      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema } } : {}),
       ...(imageBytes ? { images: imageBytes } : {}),
     };
     const rid = svc.newRequestId();
     const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
     if (b.stream) {
       const choice = (delta: object, finish: string | null): object => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
-      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, {
-        opening: () => [choice({ role: 'assistant', content: '' }, null)],
-        token: (text) => choice({ content: text }, null),
-        finish: (d) => choice({}, finishReason(d.finishReason)),
-        usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
-      });
+      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, { ...chatStream(plan, choice), usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }) });
     }
     c.header('x-request-id', rid);
     const d = await svc.runToCompletion(group, { ...req, id: rid }, c.req.raw.signal);
+    const out = plan ? readCalls(plan, d.text, d.finishReason) : { content: d.text, calls: [] };
+    const calls = plan ? wireCalls(out.calls, plan.format) : [];
     return c.json({
       ...head,
       object: 'chat.completion',
-      choices: [{ index: 0, message: { role: 'assistant', content: d.text, refusal: null }, logprobs: null, finish_reason: finishReason(d.finishReason) }],
+      choices: [{
+        index: 0,
+        message: { role: 'assistant', content: out.content, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) },
+        logprobs: null,
+        finish_reason: calls.length ? 'tool_calls' : finishReason(d.finishReason),
+      }],
       usage: usageOf([d]),
     });
   });
@@ -284,8 +342,8 @@ export function openaiApp(svc: Service): OpenAIApps {
       const choice = (text: string, finish: string | null): object => ({ ...head, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] });
       return sse(c, svc, group, { ...base, prompt: prompts[0]! }, rid, !!b.stream_options?.include_usage, {
         opening: () => [],
-        token: (text) => choice(text, null),
-        finish: (d) => choice('', finishReason(d.finishReason)),
+        token: (text) => [choice(text, null)],
+        finish: (d) => [choice('', finishReason(d.finishReason))],
         usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
       });
     }

@@ -67,9 +67,9 @@ export const ChatCompletionBody = z.object({
   response_format: nul(ResponseFormat),
   logprobs: nul(z.boolean()).describe('Unsupported: true is a 400.'),
   top_logprobs: nul(z.number().int()).describe('Unsupported.'),
-  tools: nul(z.array(z.unknown())).describe('Unsupported: a non-empty list is a 400.'),
-  tool_choice: nul(z.unknown()),
-  parallel_tool_calls: nul(z.boolean()),
+  tools: nul(z.array(z.unknown())).describe('Function tools [{type: "function", function: {name, description?, parameters?}}], rendered by the model\'s chat template; 400 tools_not_supported when the template takes none.'),
+  tool_choice: nul(z.unknown()).describe('"auto" (default: the model\'s own call syntax is parsed), "none" (tools hidden), "required" or {type: "function", function: {name}} (the call is generated under the function\'s JSON Schema).'),
+  parallel_tool_calls: nul(z.boolean()).describe('Default true: a required call may be a list of calls.'),
 });
 
 export const CompletionBody = z.object({
@@ -108,14 +108,28 @@ export const Usage = z.object({
   prompt_tokens_details: z.object({ cached_tokens: z.number() }),
 });
 
-const FinishReason = z.string().nullable().describe('stop | length (| cancelled after POST /cancel/{id}); null until the last chunk.');
+export const ToolCall = z.object({ id: z.string(), type: z.literal('function'), function: z.object({ name: z.string(), arguments: z.string().describe('JSON text') }) });
+
+const FinishReason = z.string().nullable().describe('stop | length | tool_calls (| cancelled after POST /cancel/{id}); null until the last chunk.');
 
 export const ChatCompletion = z.object({
   id: z.string().describe('chatcmpl-...'),
   object: z.literal('chat.completion'),
   created: z.number(),
   model: z.string(),
-  choices: z.array(z.object({ index: z.number(), message: z.object({ role: z.literal('assistant'), content: z.string(), refusal: z.null() }), logprobs: z.null(), finish_reason: FinishReason })),
+  choices: z.array(
+    z.object({
+      index: z.number(),
+      message: z.object({
+        role: z.literal('assistant'),
+        content: z.string().nullable(),
+        refusal: z.null(),
+        tool_calls: z.array(ToolCall).optional(),
+      }),
+      logprobs: z.null(),
+      finish_reason: FinishReason,
+    }),
+  ),
   usage: Usage,
 });
 
