@@ -85,6 +85,7 @@ export class LocalReader implements ReaderApi {
       ...(req.id ? { id: req.id } : {}),
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
+      ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
       addSpecialTokens: !chat,
     };
     return req.images ? imageGeneration(this.loaded, prompt, req.images, opts) : this.loaded.engine.generate(prompt, opts);

@@ -39,6 +39,8 @@ export interface GenerateRequest {
   ignoreEos?: boolean;
   promptMaxTokens?: number;
   constraint?: ConstraintRequest;
+  /** Raw log-probabilities of each generated token and this many alternatives (0-20); see GenerateOptions.logprobs. */
+  logprobs?: number;
   /**
    * For the `{messages}` prompt form only: the Jinja template to render with
    * when the model has no chat template of its own (e.g.
@@ -179,6 +181,7 @@ export function validateRequest(req: GenerateRequest): void {
   intField(req.minNewTokens, 'min_new_tokens', 0, 1 << 20);
   intField(req.noRepeatNgramSize, 'no_repeat_ngram_size', 0, 1024);
   intField(req.promptMaxTokens, 'prompt_max_tokens', 1, 1 << 24);
+  intField(req.logprobs, 'logprobs', 0, 20);
   if (req.stop !== undefined && (!Array.isArray(req.stop) || req.stop.some((s) => typeof s !== 'string' || s.length === 0))) {
     throw new InvalidRequestError('invalid_stop', 'stop must be a list of non-empty strings', { field: 'stop' });
   }
