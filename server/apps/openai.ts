@@ -17,7 +17,8 @@
 import { Hono, type Context } from 'hono';
 import type { SSEStreamingApi } from 'hono/streaming';
 import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
-import type { GenerationEvent } from '../../core/engine/engine.ts';
+import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
+import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/chat_template.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
@@ -180,7 +181,7 @@ interface Framing {
   /** Chunks sent once the request is accepted (the chat role chunk). */
   opening(): object[];
   /** Chunks for one token's text (none while text is held back, e.g. a possible tool call). */
-  token(text: string): object[];
+  token(text: string, lp?: TokenLogprobs): object[];
   /** The last chunks (held-back content, tool calls, finish_reason). */
   finish(d: Done): object[];
   usage(d: Done): object;
@@ -196,7 +197,7 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
     },
     async event(stream, ev) {
       if (ev.type === 'token') {
-        if (ev.text) for (const o of f.token(ev.text)) await send(stream, withUsage(o));
+        if (ev.text || ev.logprobs) for (const o of f.token(ev.text, ev.logprobs)) await send(stream, withUsage(o));
       } else {
         for (const o of f.finish(ev)) await send(stream, withUsage(o));
         if (includeUsage) await send(stream, f.usage(ev));
@@ -217,7 +218,7 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
  * (its function is known only then); `auto` streams content and holds back
  * text from the first sign of a call, sending parsed calls at the end.
  */
-function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null) => object): Omit<Framing, 'usage'> {
+function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null, lp?: TokenLogprobs) => object): Omit<Framing, 'usage'> {
   const opening = (): object[] => [choice({ role: 'assistant', content: '' }, null)];
   const end = (d: Done, calls: { name: string; arguments: string }[], rest: string): object[] => {
     const out: object[] = rest ? [choice({ content: rest }, null)] : [];
@@ -229,7 +230,7 @@ function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: strin
     return out;
   };
   if (!plan || plan.mode === 'none') {
-    return { opening, token: (text) => [choice({ content: text }, null)], finish: (d) => end(d, [], '') };
+    return { opening, token: (text, lp) => [choice({ content: text }, null, lp)], finish: (d) => end(d, [], '') };
   }
   if (plan.named) {
     const name = plan.named;
@@ -281,7 +282,8 @@ export function openaiApp(svc: Service): OpenAIApps {
   spec.add({ method: 'post', path: '/v1/chat/completions', summary: 'Chat completion (stream: true for SSE chunks ending in data: [DONE])', body: O.ChatCompletionBody, response: O.ChatCompletion });
   app.post('/v1/chat/completions', async (c) => {
     const b = await parseBody(c, O.ChatCompletionBody, Math.max(maxBody, imageBodyLimit(svc, 1)));
-    if (b.logprobs || b.top_logprobs) throw unsupported(b.logprobs ? 'logprobs' : 'top_logprobs', 'logprobs are not supported by this server');
+    if (b.top_logprobs != null && !b.logprobs) throw new InvalidRequestError('invalid_request', 'top_logprobs needs logprobs: true', { field: 'top_logprobs' });
+    const logprobs = b.logprobs ? (b.top_logprobs ?? 0) : undefined;
     const group = resolveModel(svc, b.model);
     const plan = planTools(svc, group, b.tools, b.tool_choice, b.parallel_tool_calls);
     if (plan?.mode === 'forced' && b.response_format && b.response_format.type !== 'text') {
@@ -299,11 +301,12 @@ export function openaiApp(svc: Service): OpenAIApps {
       ...base,
       ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema } } : {}),
       ...(imageBytes ? { images: imageBytes } : {}),
+      ...(logprobs !== undefined ? { logprobs } : {}),
     };
     const rid = svc.newRequestId();
     const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
     if (b.stream) {
-      const choice = (delta: object, finish: string | null): object => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+      const choice = (delta: object, finish: string | null, lp?: TokenLogprobs): object => ({ ...head, choices: [{ index: 0, delta, logprobs: lp ? chatLogprobs([lp]) : null, finish_reason: finish }] });
       return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, { ...chatStream(plan, choice), usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }) });
     }
     c.header('x-request-id', rid);
@@ -316,7 +319,7 @@ export function openaiApp(svc: Service): OpenAIApps {
       choices: [{
         index: 0,
         message: { role: 'assistant', content: out.content, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) },
-        logprobs: null,
+        logprobs: d.logprobs ? chatLogprobs(d.logprobs) : null,
         finish_reason: calls.length ? 'tool_calls' : finishReason(d.finishReason),
       }],
       usage: usageOf([d]),
@@ -326,7 +329,6 @@ export function openaiApp(svc: Service): OpenAIApps {
   spec.add({ method: 'post', path: '/v1/completions', summary: 'Text completion (stream: true for SSE chunks ending in data: [DONE])', body: O.CompletionBody, response: O.Completion });
   app.post('/v1/completions', async (c) => {
     const b = await parseBody(c, O.CompletionBody, maxBody);
-    if (b.logprobs != null) throw unsupported('logprobs', 'logprobs are not supported by this server');
     if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
     if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
     if (b.best_of != null && b.best_of !== 1) throw unsupported('best_of', 'only best_of=1 is supported');
@@ -334,15 +336,20 @@ export function openaiApp(svc: Service): OpenAIApps {
     const p = b.prompt;
     const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
     checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
-    const base = baseRequest(svc, b, group, b.max_tokens, b.response_format);
+    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(b.logprobs != null ? { logprobs: b.logprobs } : {}) };
     const rid = svc.newRequestId();
     const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
     if (b.stream) {
       if (prompts.length !== 1) throw unsupported('prompt', 'stream: true takes a single prompt');
-      const choice = (text: string, finish: string | null): object => ({ ...head, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] });
+      let offset = 0;
+      const choice = (text: string, finish: string | null, lp?: TokenLogprobs): object => {
+        const logprobs = lp ? completionLogprobs([lp], offset) : null;
+        offset += text.length;
+        return { ...head, choices: [{ index: 0, text, logprobs, finish_reason: finish }] };
+      };
       return sse(c, svc, group, { ...base, prompt: prompts[0]! }, rid, !!b.stream_options?.include_usage, {
         opening: () => [],
-        token: (text) => [choice(text, null)],
+        token: (text, lp) => [choice(text, null, lp)],
         finish: (d) => [choice('', finishReason(d.finishReason))],
         usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
       });
@@ -352,7 +359,7 @@ export function openaiApp(svc: Service): OpenAIApps {
     const ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
     return c.json({
       ...head,
-      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: null, finish_reason: finishReason(d.finishReason) })),
+      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
       usage: usageOf(ds),
     });
   });

@@ -147,8 +147,7 @@ describe('OpenAI layer in-process', () => {
 
   it.each([
     ['n > 1', '/chat/completions', { messages: user('a'), n: 2 }, 400, 'unsupported_parameter', 'n'],
-    ['logprobs', '/chat/completions', { messages: user('a'), logprobs: true }, 400, 'unsupported_parameter', 'logprobs'],
-    ['completion logprobs', '/completions', { prompt: 'a', logprobs: 2 }, 400, 'unsupported_parameter', 'logprobs'],
+    ['top_logprobs > 20', '/chat/completions', { messages: user('a'), logprobs: true, top_logprobs: 21 }, 400, 'invalid_request', 'top_logprobs'],
     ['a malformed tool', '/chat/completions', { messages: user('a'), tools: [{ type: 'function' }] }, 400, 'invalid_tool', 'tools.0'],
     ['tools for a template without tool support', '/chat/completions', { messages: user('a'), tools: [{ type: 'function', function: { name: 'f' } }] }, 400, 'tools_not_supported', 'tools'],
     ['audio content', '/chat/completions', { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x' } }] }] }, 400, 'unsupported_content', 'messages.0.content.0'],

@@ -178,3 +178,44 @@ describe('tool calling with the openai client', () => {
     expect([badName.code, badName.param]).toEqual(['invalid_tool', 'tools.0.function.name']);
   });
 });
+
+describe('logprobs with the openai client', () => {
+  it('chat: greedy tokens are their own top alternative; streamed logprobs equal the whole response', async () => {
+    const body = { model: 'primary', messages: [QUESTION], temperature: 0, max_tokens: 8, logprobs: true, top_logprobs: 3 };
+    const r = await oai.chat.completions.create(body);
+    const content = r.choices[0]!.logprobs!.content!;
+    expect(content).toHaveLength(r.usage!.completion_tokens);
+    expect(content.map((t) => t.token).join('')).toBe(r.choices[0]!.message.content);
+    for (const t of content) {
+      expect(t.logprob).toBeLessThanOrEqual(0);
+      expect(t.top_logprobs).toHaveLength(3);
+      expect(t.top_logprobs[0]!.token).toBe(t.token);
+      expect(t.top_logprobs[0]!.logprob).toBe(t.logprob);
+      expect(t.top_logprobs[1]!.logprob).toBeLessThanOrEqual(t.top_logprobs[0]!.logprob);
+      expect(Buffer.from(t.bytes!).toString('utf8')).toBe(t.token);
+    }
+    const stream = await oai.chat.completions.create({ ...body, stream: true });
+    const streamed: OpenAI.ChatCompletionTokenLogprob[] = [];
+    for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    expect(streamed).toEqual(content);
+  });
+
+  it('completions: legacy logprobs lists line up with the text', async () => {
+    const r = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 0.7, seed: 3, max_tokens: 10, logprobs: 2 });
+    const lp = r.choices[0]!.logprobs!;
+    expect(lp.tokens!.join('')).toBe(r.choices[0]!.text);
+    expect(lp.token_logprobs).toHaveLength(10);
+    expect(lp.top_logprobs!.every((m) => Object.keys(m).length <= 2)).toBe(true);
+    expect(lp.text_offset![0]).toBe(0);
+    expect(lp.text_offset![1]).toBe(lp.tokens![0]!.length);
+  });
+
+  it('top_logprobs out of range or without logprobs is a 400 with param set', async () => {
+    const e1 = await oai.chat.completions.create({ model: 'primary', messages: [QUESTION], logprobs: true, top_logprobs: 21 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    expect([e1.status, e1.param]).toEqual([400, 'top_logprobs']);
+    const e2 = await oai.chat.completions.create({ model: 'primary', messages: [QUESTION], top_logprobs: 2 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    expect([e2.status, e2.param]).toEqual([400, 'top_logprobs']);
+    const e3 = await oai.completions.create({ model: 'primary', prompt: 'a', logprobs: 30 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    expect([e3.status, e3.param]).toEqual([400, 'logprobs']);
+  });
+});
