@@ -19,6 +19,7 @@ import type { SSEStreamingApi } from 'hono/streaming';
 import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
 import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
 import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
+import { responsesRoutes } from './openai_responses.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/chat_template.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
@@ -363,6 +364,8 @@ export function openaiApp(svc: Service): OpenAIApps {
       usage: usageOf(ds),
     });
   });
+
+  responsesRoutes(app, spec, svc, maxBody);
 
   const modelList = (): O.ModelT[] => {
     const out: O.ModelT[] = [];

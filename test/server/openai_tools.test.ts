@@ -91,6 +91,9 @@ async function collect(stream: AsyncIterable<OpenAI.ChatCompletionChunk>): Promi
   return { content, calls, finish };
 }
 
+type BadRequest = InstanceType<typeof OpenAI.BadRequestError>;
+const err = (p: Promise<unknown>): Promise<BadRequest> => p.then(() => { throw new Error('expected a 400'); }, (e: unknown) => e as BadRequest);
+
 describe('tool calling with the openai client', () => {
   it('a named function: schema-valid arguments on every seed, then a round trip with the tool result', async () => {
     for (const seed of [1, 2, 3, 4]) {
@@ -167,7 +170,6 @@ describe('tool calling with the openai client', () => {
   });
 
   it('bad tools are 400s with param set', async () => {
-    const err = (p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.BadRequestError>> => p.then(() => { throw new Error('expected a 400'); }, (e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
     const missing = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } } }));
     expect([missing.status, missing.code, missing.param]).toEqual([400, 'tool_not_found', 'tool_choice']);
     const badSchema = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'strng' } } } } }] }));
@@ -211,11 +213,73 @@ describe('logprobs with the openai client', () => {
   });
 
   it('top_logprobs out of range or without logprobs is a 400 with param set', async () => {
-    const e1 = await oai.chat.completions.create({ model: 'primary', messages: [QUESTION], logprobs: true, top_logprobs: 21 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    const e1 = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], logprobs: true, top_logprobs: 21 }));
     expect([e1.status, e1.param]).toEqual([400, 'top_logprobs']);
-    const e2 = await oai.chat.completions.create({ model: 'primary', messages: [QUESTION], top_logprobs: 2 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    const e2 = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], top_logprobs: 2 }));
     expect([e2.status, e2.param]).toEqual([400, 'top_logprobs']);
-    const e3 = await oai.completions.create({ model: 'primary', prompt: 'a', logprobs: 30 }).catch((e: unknown) => e as InstanceType<typeof OpenAI.BadRequestError>);
+    const e3 = await err(oai.completions.create({ model: 'primary', prompt: 'a', logprobs: 30 }));
     expect([e3.status, e3.param]).toEqual([400, 'logprobs']);
+  });
+});
+
+describe('Responses API with the openai client', () => {
+  const RTOOLS: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: WEATHER_PARAMS, strict: true }];
+
+  it('text: instructions and input; streamed deltas add up to the whole response', async () => {
+    const body = { model: 'primary', instructions: 'Tell stories.', input: 'Once upon a time', temperature: 0, max_output_tokens: 10 };
+    const r = await oai.responses.create(body);
+    expect(r.object).toBe('response');
+    expect(r.status).toBe('incomplete');
+    expect(r.output_text.length).toBeGreaterThan(0);
+    expect(r.usage!.output_tokens).toBe(10);
+    const types: string[] = [];
+    let text = '';
+    let done: OpenAI.Responses.Response | undefined;
+    for await (const ev of await oai.responses.create({ ...body, stream: true })) {
+      types.push(ev.type);
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.incomplete' || ev.type === 'response.completed') done = ev.response;
+    }
+    expect(types[0]).toBe('response.created');
+    expect(types).toContain('response.output_text.done');
+    expect(text).toBe(r.output_text);
+    expect(done!.output_text ?? (done!.output[0] as OpenAI.Responses.ResponseOutputMessage).content.map((c) => (c as { text: string }).text).join('')).toBe(r.output_text);
+  });
+
+  it('function tools: a forced call, its output as an input item, then a final answer; streamed call events', async () => {
+    const r = await oai.responses.create({ model: 'primary', input: 'Weather in Paris?', tools: RTOOLS, tool_choice: { type: 'function', name: 'get_weather' }, temperature: 1, ...({ seed: 4 } as object), max_output_tokens: 80 });
+    const call = r.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call.name).toBe('get_weather');
+    expectValid({ function: call });
+    const final = await oai.responses.create({
+      model: 'primary', tools: RTOOLS, temperature: 0, max_output_tokens: 8,
+      input: [{ role: 'user', content: 'Weather in Paris?' }, { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments }, { type: 'function_call_output', call_id: call.call_id, output: '{"temperature": 21}' }],
+    });
+    expect(final.output.every((o) => o.type === 'message')).toBe(true);
+    expect(final.usage!.input_tokens).toBeGreaterThan(r.usage!.input_tokens);
+    let args = '';
+    let item: OpenAI.Responses.ResponseFunctionToolCall | undefined;
+    for await (const ev of await oai.responses.create({ model: 'primary', input: 'Weather?', tools: RTOOLS, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, ...({ seed: 9 } as object), max_output_tokens: 80, stream: true })) {
+      if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+      if (ev.type === 'response.output_item.done' && ev.item.type === 'function_call') item = ev.item;
+    }
+    expect(item!.arguments).toBe(args);
+    expectValid({ function: item! });
+  });
+
+  it('text.format json_schema constrains the output', async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
+    const r = await oai.responses.create({ model: 'primary', input: 'Is it ok?', text: { format: { type: 'json_schema', name: 'flag', schema, strict: true } }, temperature: 1, ...({ seed: 2 } as object), max_output_tokens: 32 });
+    expect(r.status).toBe('completed');
+    expect(ajv.validate(schema, JSON.parse(r.output_text))).toBe(true);
+  });
+
+  it('bad input: other tool types, unknown item types, previous_response_id', async () => {
+    const e1 = await err(oai.responses.create({ model: 'primary', input: 'x', tools: [{ type: 'web_search' } as never] }));
+    expect([e1.status, e1.param]).toEqual([400, 'tools.0.type']);
+    const e2 = await err(oai.responses.create({ model: 'primary', input: [{ type: 'reasoning', id: 'r', summary: [] } as never] }));
+    expect([e2.status, e2.param]).toEqual([400, 'input.0.type']);
+    const e3 = await err(oai.responses.create({ model: 'primary', input: 'x', previous_response_id: 'resp_1' }));
+    expect([e3.status, e3.param]).toEqual([400, 'previous_response_id']);
   });
 });
