@@ -70,6 +70,8 @@ export interface GenerateOptions {
    * computed on the GPU in the sampling step. Such requests are not speculated.
    */
   logprobs?: number;
+  /** Token id -> bias added to the logits on the GPU before sampling (and before logprobs are read). Not speculated. */
+  logitBias?: ReadonlyMap<number, number>;
 }
 
 /** One token's bytes and raw log-probability. */
@@ -260,6 +262,7 @@ export class Engine {
       ...(penalized ? { history: Uint32Array.from(a.seq.tokens) } : {}),
       mask,
       ...(a.opts.logprobs !== undefined ? { logprobs: a.opts.logprobs } : {}),
+      ...(a.opts.logitBias?.size ? { bias: a.opts.logitBias } : {}),
     };
   }
 
@@ -284,7 +287,7 @@ export class Engine {
   private canSpeculate(a: Active): boolean {
     const p = a.sampling;
     // Image rows (embeds) are the target's own embeddings: a text-only draft cannot read them.
-    if (a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds || a.opts.logprobs !== undefined) return false;
+    if (a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds || a.opts.logprobs !== undefined || a.opts.logitBias?.size) return false;
     if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return false;
     return a.generated.length >= (a.opts.minNewTokens ?? 0) || !!a.opts.ignoreEos;
   }

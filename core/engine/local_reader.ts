@@ -86,9 +86,23 @@ export class LocalReader implements ReaderApi {
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
       ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+      ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };
     return req.images ? imageGeneration(this.loaded, prompt, req.images, opts) : this.loaded.engine.generate(prompt, opts);
+  }
+
+  /** Checks ids against the vocabulary and biases against [-100, 100] (400 invalid_logit_bias, field logit_bias). */
+  private logitBiasOf(b: Record<string, number>): Map<number, number> {
+    const V = this.loaded.cfg.vocabSize;
+    const out = new Map<number, number>();
+    for (const [k, v] of Object.entries(b)) {
+      const id = Number(k);
+      if (!/^\d+$/.test(k) || id >= V) throw new InvalidRequestError('invalid_logit_bias', `logit_bias key "${k}" is not a token id of this model (0..${V - 1})`, { field: 'logit_bias' });
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < -100 || v > 100) throw new InvalidRequestError('invalid_logit_bias', `logit_bias values must be numbers in [-100, 100] (token ${k})`, { field: 'logit_bias' });
+      if (v !== 0) out.set(id, v);
+    }
+    return out;
   }
 
   async cancel(id: string): Promise<boolean> {

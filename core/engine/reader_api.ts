@@ -41,6 +41,8 @@ export interface GenerateRequest {
   constraint?: ConstraintRequest;
   /** Raw log-probabilities of each generated token and this many alternatives (0-20); see GenerateOptions.logprobs. */
   logprobs?: number;
+  /** Token id -> bias in [-100, 100] added to the logits before sampling (OpenAI logit_bias). */
+  logitBias?: Record<string, number>;
   /**
    * For the `{messages}` prompt form only: the Jinja template to render with
    * when the model has no chat template of its own (e.g.

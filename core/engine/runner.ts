@@ -10,6 +10,7 @@ import type { GpuContext } from '../gpu/context.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../models/step.ts';
+import { logitBias } from '../ops/logit_bias.ts';
 import { logprobs, logprobWords, type RowLogprobs, unpackLogprobs } from '../ops/logprobs.ts';
 import { isPlainGreedy, sample, type SampleRow } from '../ops/sample.ts';
 import type { KvCacheManager } from './kv_cache.ts';
@@ -39,6 +40,8 @@ export interface RowSampling extends SampleRow {
   mask?: Uint32Array | null;
   /** Log-probabilities of the sampled token and this many alternatives (0-20); absent = none. */
   logprobs?: number;
+  /** Token id -> bias added to the logits before sampling (OpenAI logit_bias). */
+  bias?: ReadonlyMap<number, number>;
 }
 
 export interface StepResult {
@@ -111,7 +114,8 @@ export class Runner {
     if (rows.length !== R) throw new Error(`runner: ${rows.length} sampling rows for ${R} logit rows`);
     const out: Tensor = { ...this.out, shape: [R] };
     const K = rows.reduce((k, r) => (r.logprobs === undefined ? k : Math.max(k, r.logprobs)), -1);
-    const fused = R > 0 && K < 0 && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
+    const biased = rows.some((r) => r.bias?.size);
+    const fused = R > 0 && K < 0 && !biased && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
     const rec = this.ctx.recorder();
     const logits = await this.model.record(rec, inputs, fused ? { argmaxInto: out } : {});
     this.computedTokens += inputs.tokens.length;
@@ -137,6 +141,7 @@ export class Runner {
       });
       mask = { buffer: rec.upload(words).buffer, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
     }
+    if (biased) await logitBias(rec, logits, rows.map((r) => r.bias));
     await sample(rec, logits, rows, out, mask ? { mask } : {});
     // Logprobs from the same logits the sampler read, in the same submission.
     let lpOut: Tensor | null = null;

@@ -95,7 +95,7 @@ function checkBytes(svc: Service, texts: string[]): void {
 /** Everything but the prompt, from the fields chat and completions share. */
 function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
   if (b.n !== undefined && b.n !== null && b.n !== 1) throw unsupported('n', 'only n=1 is supported; send parallel requests for more choices');
-  if (b.logit_bias && Object.keys(b.logit_bias).length) throw unsupported('logit_bias', 'logit_bias is not supported');
+  const bias = b.logit_bias && Object.keys(b.logit_bias).length ? checkLogitBias(svc, group, b.logit_bias) : undefined;
   const seed = b.seed ?? undefined;
   const sampling = {
     temperature: b.top_p === 0 ? 0 : (b.temperature ?? 1),
@@ -114,7 +114,20 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
     sampling,
     ...(stop?.length ? { stop } : {}),
     ...(constraint ? { constraint } : {}),
+    ...(bias ? { logitBias: bias } : {}),
   };
+}
+
+/** logit_bias keys must be token ids of the group's vocabulary, values in [-100, 100] (the reader checks again). */
+function checkLogitBias(svc: Service, group: string, bias: Record<string, number>): Record<string, number> {
+  const V = Math.min(...svc.readers.all().flatMap((r) => (r.spec.consumerGroup === group && r.info ? [r.info.vocabSize] : [])));
+  for (const [k, v] of Object.entries(bias)) {
+    if (!/^\d+$/.test(k) || (Number.isFinite(V) && Number(k) >= V)) {
+      throw new InvalidRequestError('invalid_logit_bias', `logit_bias key "${k}" is not a token id of model '${group}' (0..${V - 1})`, { field: 'logit_bias' });
+    }
+    if (v < -100 || v > 100) throw new InvalidRequestError('invalid_logit_bias', `logit_bias values must be in [-100, 100] (token ${k})`, { field: 'logit_bias' });
+  }
+  return bias;
 }
 
 /** The URL of an `image_url` content part ({url} or, leniently, a bare string); null when malformed. */

@@ -23,7 +23,7 @@ const Common = {
   n: nul(z.number().int()).describe('Only 1 is supported.'),
   presence_penalty: nul(z.number().min(-2).max(2)),
   frequency_penalty: nul(z.number().min(-2).max(2)),
-  logit_bias: nul(z.record(z.string(), z.number())).describe('Unsupported unless empty.'),
+  logit_bias: nul(z.record(z.string(), z.number())).describe('Token id -> bias in [-100, 100], added to the logits on the GPU before sampling.'),
   stream: nul(z.boolean()),
   stream_options: nul(z.object({ include_usage: nul(z.boolean()) })),
   user: nul(z.string()),

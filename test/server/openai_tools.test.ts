@@ -212,6 +212,23 @@ describe('logprobs with the openai client', () => {
     expect(lp.text_offset![1]).toBe(lp.tokens![0]!.length);
   });
 
+  it('logit_bias: +100 forces a token at temperature 1, -100 bans the greedy choice', async () => {
+    const greedy = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 0, max_tokens: 4, logprobs: 0 });
+    const forced = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 1, seed: 1, max_tokens: 5, logprobs: 0, logit_bias: { '300': 100 } });
+    const toks = forced.choices[0]!.logprobs!.tokens!;
+    expect(toks).toHaveLength(5);
+    expect(new Set(toks).size).toBe(1);
+    // The first greedy token, banned, is no longer chosen.
+    const first = greedy.choices[0]!.logprobs!.tokens![0]!;
+    const ids = await run.service.readers.all()[0]!.api!.tokenize(first, { addSpecialTokens: false });
+    const banned = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 0, max_tokens: 1, logprobs: 0, logit_bias: { [String(ids.ids[ids.ids.length - 1])]: -100 } });
+    expect(banned.choices[0]!.logprobs!.tokens![0]).not.toBe(first);
+    const e = await err(oai.completions.create({ model: 'primary', prompt: 'a', logit_bias: { '512': 1 } }));
+    expect([e.status, e.code, e.param]).toEqual([400, 'invalid_logit_bias', 'logit_bias']);
+    const e2 = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], logit_bias: { abc: 1 } }));
+    expect([e2.status, e2.param]).toEqual([400, 'logit_bias']);
+  });
+
   it('top_logprobs out of range or without logprobs is a 400 with param set', async () => {
     const e1 = await err(oai.chat.completions.create({ model: 'primary', messages: [QUESTION], logprobs: true, top_logprobs: 21 }));
     expect([e1.status, e1.param]).toEqual([400, 'top_logprobs']);
