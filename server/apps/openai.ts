@@ -16,7 +16,7 @@
  */
 import { Hono, type Context } from 'hono';
 import type { SSEStreamingApi } from 'hono/streaming';
-import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
+import { CancelledError, InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
 import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
 import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
 import { responsesRoutes } from './openai_responses.ts';
@@ -92,9 +92,48 @@ function checkBytes(svc: Service, texts: string[]): void {
   if (bytes > limit) throw new PayloadTooLargeError('prompt_too_large', `the prompt is ${bytes} bytes; the limit is ${limit} (WEFT_MAX_PROMPT_STRING_BYTES)`, { limit, bytes, field: 'prompt' });
 }
 
+/** The most choices one request may ask for (`n`). */
+export const MAX_N = 16;
+
+/**
+ * Runs `n` choices of one request. Choice 0 starts first; once its prompt is
+ * prefilled (its first event), the others start and reuse the prompt's KV
+ * blocks through the prefix cache, so the prompt's full blocks are computed
+ * once. Choice i samples with seed + i (mod 2^32) when a seed is given.
+ */
+async function runChoices(c: Context, svc: Service, group: string, req: GenerateRequest, n: number, rid: string): Promise<Done[]> {
+  const signal = c.req.raw.signal;
+  const ids = [rid, ...Array.from({ length: n - 1 }, () => svc.newRequestId())];
+  c.header('x-request-id', ids.join(','));
+  if (n === 1) return [await svc.runToCompletion(group, { ...req, id: rid }, signal)];
+  const { events, release } = await svc.startGeneration(group, { ...req, id: rid }, signal);
+  const it = events[Symbol.asyncIterator]();
+  let first: IteratorResult<GenerationEvent>;
+  try {
+    first = await it.next();
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const seed = req.sampling?.seed;
+  const rest = ids.slice(1).map((id, k) =>
+    svc.runToCompletion(group, { ...req, id, sampling: { ...req.sampling, ...(seed !== undefined ? { seed: (seed + k + 1) % 2 ** 32 } : {}) } }, signal),
+  );
+  const d0 = (async (): Promise<Done> => {
+    try {
+      for (let r = first; !r.done; r = await it.next()) if (r.value.type === 'done') return r.value;
+      throw new CancelledError();
+    } finally {
+      release();
+    }
+  })();
+  return Promise.all([d0, ...rest]);
+}
+
 /** Everything but the prompt, from the fields chat and completions share. */
 function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
-  if (b.n !== undefined && b.n !== null && b.n !== 1) throw unsupported('n', 'only n=1 is supported; send parallel requests for more choices');
+  if (b.n != null && (b.n < 1 || b.n > MAX_N)) throw new InvalidRequestError('invalid_n', `n must be an integer in [1, ${MAX_N}]`, { field: 'n' });
+  if (b.n != null && b.n > 1 && b.stream) throw unsupported('n', 'n > 1 is not supported with stream: true');
   const bias = b.logit_bias && Object.keys(b.logit_bias).length ? checkLogitBias(svc, group, b.logit_bias) : undefined;
   const seed = b.seed ?? undefined;
   const sampling = {
@@ -323,20 +362,21 @@ export function openaiApp(svc: Service): OpenAIApps {
       const choice = (delta: object, finish: string | null, lp?: TokenLogprobs): object => ({ ...head, choices: [{ index: 0, delta, logprobs: lp ? chatLogprobs([lp]) : null, finish_reason: finish }] });
       return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, { ...chatStream(plan, choice), usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }) });
     }
-    c.header('x-request-id', rid);
-    const d = await svc.runToCompletion(group, { ...req, id: rid }, c.req.raw.signal);
-    const out = plan ? readCalls(plan, d.text, d.finishReason) : { content: d.text, calls: [] };
-    const calls = plan ? wireCalls(out.calls, plan.format) : [];
+    const ds = await runChoices(c, svc, group, req, b.n ?? 1, rid);
     return c.json({
       ...head,
       object: 'chat.completion',
-      choices: [{
-        index: 0,
-        message: { role: 'assistant', content: out.content, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) },
-        logprobs: d.logprobs ? chatLogprobs(d.logprobs) : null,
-        finish_reason: calls.length ? 'tool_calls' : finishReason(d.finishReason),
-      }],
-      usage: usageOf([d]),
+      choices: ds.map((d, index) => {
+        const out = plan ? readCalls(plan, d.text, d.finishReason) : { content: d.text, calls: [] };
+        const calls = plan ? wireCalls(out.calls, plan.format) : [];
+        return {
+          index,
+          message: { role: 'assistant', content: out.content, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) },
+          logprobs: d.logprobs ? chatLogprobs(d.logprobs) : null,
+          finish_reason: calls.length ? 'tool_calls' : finishReason(d.finishReason),
+        };
+      }),
+      usage: usageOf(ds),
     });
   });
 
@@ -368,9 +408,16 @@ export function openaiApp(svc: Service): OpenAIApps {
         usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
       });
     }
-    const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
-    c.header('x-request-id', ids.join(','));
-    const ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    const n = b.n ?? 1;
+    let ds: Done[];
+    if (n === 1) {
+      const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
+      c.header('x-request-id', ids.join(','));
+      ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    } else {
+      if (prompts.length !== 1) throw unsupported('n', 'n > 1 takes a single prompt');
+      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid);
+    }
     return c.json({
       ...head,
       choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),

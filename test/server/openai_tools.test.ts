@@ -300,3 +300,20 @@ describe('Responses API with the openai client', () => {
     expect([e3.status, e3.param]).toEqual([400, 'previous_response_id']);
   });
 });
+
+describe('n choices with the openai client', () => {
+  it('n = 4 equals four separate requests with seeds seed..seed+3, and the later choices reuse the prompt from the prefix cache', async () => {
+    const body = { model: 'primary', messages: [QUESTION], temperature: 1, max_tokens: 8 };
+    const r = await oai.chat.completions.create({ ...body, n: 4, seed: 10 });
+    expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    const separate = await Promise.all([10, 11, 12, 13].map((seed) => oai.chat.completions.create({ ...body, seed })));
+    expect(r.choices.map((c) => c.message.content)).toEqual(separate.map((s) => s.choices[0]!.message.content));
+    // The prompt's full KV blocks were computed once: choices 1-3 each found all but its last partial block cached.
+    const P = separate[0]!.usage!.prompt_tokens;
+    expect(r.usage!.prompt_tokens).toBe(4 * P);
+    expect(r.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(3 * (P - 32));
+    const done = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', n: 2, temperature: 1, seed: 5, max_tokens: 6 });
+    const one = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 1, seed: 6, max_tokens: 6 });
+    expect(done.choices[1]!.text).toBe(one.choices[0]!.text);
+  });
+});
