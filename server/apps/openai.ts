@@ -1,6 +1,7 @@
 /**
- * The OpenAI-compatible layer: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
+ * The OpenAI-compatible layer: POST /v1/chat/completions (tools:
+ * openai_tools.ts; logprobs: openai_logprobs.ts; n choices), POST
+ * /v1/completions, POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
  * a generative group is 400 wrong_reader_type, as chat on an embedding group
  * is). Mounted on the inference app and served alone on `openai_port` (3003),
  * so OpenAI clients work with baseURL `.../v1`.

@@ -3,8 +3,9 @@
  * for validation (server/apps/openai.ts) and for the OpenAPI document. Unknown
  * fields (user, metadata, store, ...) are accepted and ignored, as clients
  * send them freely; fields we cannot honour are accepted here and refused
- * with a clear 400 by the handler (logprobs, n > 1, tools, ...), so the error
- * names the feature rather than a schema path.
+ * with a clear 400 by the handler (echo, suffix, best_of, ...), so the error
+ * names the feature rather than a schema path. Tools are checked by
+ * server/apps/openai_tools.ts, with param paths such as `tools.0.function.parameters`.
  */
 import { z } from 'zod';
 
