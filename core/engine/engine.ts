@@ -12,6 +12,7 @@ import { IncrementalDecoder } from '../tokenizer/incremental.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { Channel } from './channel.ts';
 import type { KvCacheManager, Salt } from './kv_cache.ts';
+import type { RowLogprobs } from '../ops/logprobs.ts';
 import type { Runner, RowSampling } from './runner.ts';
 import { Scheduler, type PromptEmbeds, type ScheduledSeq, type SchedSeq, type SchedulerConfig, type StepPlan } from './scheduler.ts';
 import type { Speculator } from './speculative.ts';
@@ -65,6 +66,27 @@ export interface GenerateOptions {
   embeds?: PromptEmbeds;
   /** Prefix-cache salt of the prompt (image content hashes, see prompt_embeds.ts imageSalt). */
   salt?: Salt;
+  /**
+   * Log-probabilities of each generated token and this many alternatives
+   * (0-20), from the raw logits (before temperature, penalties and masks);
+   * computed on the GPU in the sampling step. Such requests are not speculated.
+   */
+  logprobs?: number;
+  /** Token id -> bias added to the logits on the GPU before sampling (and before logprobs are read). Not speculated. */
+  logitBias?: ReadonlyMap<number, number>;
+}
+
+/** One token's bytes and raw log-probability. */
+export interface TokenLogprob {
+  id: number;
+  /** The token's text bytes as it appears mid-sequence (tokenizer.tokenBytes). */
+  bytes: number[];
+  logprob: number;
+}
+
+/** A generated token's log-probability and its most likely alternatives (best first). */
+export interface TokenLogprobs extends TokenLogprob {
+  top: TokenLogprob[];
 }
 
 export type FinishReason = 'length' | 'stop' | 'eos' | 'cancelled' | 'constraint' | 'error';
@@ -79,8 +101,8 @@ export interface Usage {
 }
 
 export type GenerationEvent =
-  | { type: 'token'; id: number; text: string }
-  | { type: 'done'; finishReason: FinishReason; usage: Usage; text: string; tokenIds: number[] };
+  | { type: 'token'; id: number; text: string; logprobs?: TokenLogprobs }
+  | { type: 'done'; finishReason: FinishReason; usage: Usage; text: string; tokenIds: number[]; logprobs?: TokenLogprobs[] };
 
 export interface GenerationResult {
   text: string;
@@ -106,6 +128,8 @@ interface Active {
   stops: StopMatcher;
   channel: Channel<GenerationEvent>;
   maxNew: number;
+  /** Per emitted token, when the request asked for logprobs. */
+  logprobs?: TokenLogprobs[];
 }
 
 /** A sequence verified with draft tokens this step. */
@@ -241,6 +265,8 @@ export class Engine {
       step: a.generated.length,
       ...(penalized ? { history: Uint32Array.from(a.seq.tokens) } : {}),
       mask,
+      ...(a.opts.logprobs !== undefined ? { logprobs: a.opts.logprobs } : {}),
+      ...(a.opts.logitBias?.size ? { bias: a.opts.logitBias } : {}),
     };
   }
 
@@ -265,7 +291,7 @@ export class Engine {
   private canSpeculate(a: Active): boolean {
     const p = a.sampling;
     // Image rows (embeds) are the target's own embeddings: a text-only draft cannot read them.
-    if (a.opts.speculative === false || a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds) return false;
+    if (a.opts.speculative === false || a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds || a.opts.logprobs !== undefined || a.opts.logitBias?.size) return false;
     if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return false;
     return a.generated.length >= (a.opts.minNewTokens ?? 0) || !!a.opts.ignoreEos;
   }
@@ -336,14 +362,21 @@ export class Engine {
       finishReason: reason,
       text: a.text,
       tokenIds: a.generated,
+      ...(a.logprobs ? { logprobs: a.logprobs } : {}),
       usage: { promptTokens: a.promptLen, completionTokens: a.generated.length, cachedTokens: a.seq.cachedTokens ?? 0 },
     });
     a.channel.close();
   }
 
   /** Appends a sampled token; returns the finish reason if the request is done. */
-  private accept(a: Active, token: number): FinishReason | null {
+  private accept(a: Active, token: number, lp?: RowLogprobs): FinishReason | null {
     if (token === 0xffffffff) return 'constraint';
+    let tokenLp: TokenLogprobs | undefined;
+    if (lp && a.opts.logprobs !== undefined) {
+      const one = (id: number, logprob: number): TokenLogprob => ({ id, bytes: Array.from(this.tokenizer.tokenBytes(id)), logprob });
+      tokenLp = { ...one(token, lp.logprob), top: lp.top.slice(0, a.opts.logprobs).map((t) => one(t.id, t.logprob)) };
+      (a.logprobs ??= []).push(tokenLp);
+    }
     a.generated.push(token);
     a.seq.tokens.push(token);
     a.opts.constraint?.advance(token);
@@ -352,7 +385,7 @@ export class Engine {
     if (!isEos) {
       const delta = a.stops.push(a.decoder.push(token));
       a.text += delta;
-      a.channel.push({ type: 'token', id: token, text: delta });
+      a.channel.push({ type: 'token', id: token, text: delta, ...(tokenLp ? { logprobs: tokenLp } : {}) });
       if (a.stops.matched !== null) return 'stop';
     }
     if (isEos) return 'eos';
@@ -446,7 +479,7 @@ export class Engine {
           if (specs.has(s)) return;
           const a = this.active.get(s.seq.id);
           if (!a || s.seq.cancelled) return;
-          const reason = this.accept(a, res.ids[firstRow.get(s)!]!);
+          const reason = this.accept(a, res.ids[firstRow.get(s)!]!, res.logprobs?.[firstRow.get(s)!]);
           if (reason) this.finish(a, reason);
         });
       }

@@ -6,12 +6,16 @@
 import { InvalidRequestError } from '../errors.ts';
 import type { LoadedDecoder } from '../models/load.ts';
 import { renderChatTemplate } from '../tokenizer/chat_template.ts';
+import { detectToolFormat } from '../tools/index.ts';
+import type { ToolFormat } from '../tools/types.ts';
 import { imageGeneration } from '../models/llava/generate.ts';
 import type { GenerateOptions, GenerationEvent } from './engine.ts';
 import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
 import { validateRequest } from './reader_api.ts';
 
 export class LocalReader implements ReaderApi {
+  private toolFormat: ToolFormat | null | undefined;
+
   constructor(
     readonly loaded: LoadedDecoder,
     private readonly meta: { readerId: string; model: string; device: string; backend: string; speculative?: ReaderInfo['speculative'] },
@@ -28,8 +32,18 @@ export class LocalReader implements ReaderApi {
       vocabSize: cfg.vocabSize,
       hasChatTemplate: tokenizer.hasChatTemplate,
       capacity: { maxSeqs: engine.opts.scheduler.maxSeqs, kvTokens: engine.runner.kv.numBlocks * engine.runner.kv.blockSize },
+      toolFormat: this.toolFormatOf(),
       ...(this.loaded.vision ? { imageInput: true } : {}),
     };
+  }
+
+  /** Detected once by rendering probe conversations through the model's template (core/tools). */
+  private toolFormatOf(): ToolFormat | null {
+    if (this.toolFormat === undefined) {
+      const tok = this.loaded.tokenizer;
+      this.toolFormat = tok.hasChatTemplate ? detectToolFormat((messages, tools) => tok.applyChatTemplate(messages as never, { addGenerationPrompt: true, tools })) : null;
+    }
+    return this.toolFormat;
   }
 
   /** The prompt to encode, and whether it came from the request's fallback chat template. */
@@ -73,9 +87,24 @@ export class LocalReader implements ReaderApi {
       ...(req.id ? { id: req.id } : {}),
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
+      ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+      ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };
     return req.images ? imageGeneration(this.loaded, prompt, req.images, opts) : this.loaded.engine.generate(prompt, opts);
+  }
+
+  /** Checks ids against the vocabulary and biases against [-100, 100] (400 invalid_logit_bias, field logit_bias). */
+  private logitBiasOf(b: Record<string, number>): Map<number, number> {
+    const V = this.loaded.cfg.vocabSize;
+    const out = new Map<number, number>();
+    for (const [k, v] of Object.entries(b)) {
+      const id = Number(k);
+      if (!/^\d+$/.test(k) || id >= V) throw new InvalidRequestError('invalid_logit_bias', `logit_bias key "${k}" is not a token id of this model (0..${V - 1})`, { field: 'logit_bias' });
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < -100 || v > 100) throw new InvalidRequestError('invalid_logit_bias', `logit_bias values must be numbers in [-100, 100] (token ${k})`, { field: 'logit_bias' });
+      if (v !== 0) out.set(id, v);
+    }
+    return out;
   }
 
   async cancel(id: string): Promise<boolean> {

@@ -10,6 +10,7 @@
  */
 import { InvalidRequestError } from '../errors.ts';
 import type { SamplingParams } from '../sampling/params.ts';
+import type { ToolFormat } from '../tools/types.ts';
 import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
 import type { DecodePathCounts } from './runner.ts';
@@ -40,6 +41,10 @@ export interface GenerateRequest {
   ignoreEos?: boolean;
   promptMaxTokens?: number;
   constraint?: ConstraintRequest;
+  /** Raw log-probabilities of each generated token and this many alternatives (0-20); see GenerateOptions.logprobs. */
+  logprobs?: number;
+  /** Token id -> bias in [-100, 100] added to the logits before sampling (OpenAI logit_bias). */
+  logitBias?: Record<string, number>;
   /**
    * For the `{messages}` prompt form only: the Jinja template to render with
    * when the model has no chat template of its own (e.g.
@@ -78,6 +83,8 @@ export interface ReaderInfo {
   contextLength: number;
   vocabSize: number;
   hasChatTemplate: boolean;
+  /** The tool-call syntax of the chat template (core/tools), or null when it ignores `tools`; absent for encoders. */
+  toolFormat?: ToolFormat | null;
   /** Generative readers that take images (`<image:…>` tags with GenerateRequest.images). */
   imageInput?: boolean;
   /** Encoders: width of embedding vectors. */
@@ -180,6 +187,7 @@ export function validateRequest(req: GenerateRequest): void {
   intField(req.minNewTokens, 'min_new_tokens', 0, 1 << 20);
   intField(req.noRepeatNgramSize, 'no_repeat_ngram_size', 0, 1024);
   intField(req.promptMaxTokens, 'prompt_max_tokens', 1, 1 << 24);
+  intField(req.logprobs, 'logprobs', 0, 20);
   if (req.stop !== undefined && (!Array.isArray(req.stop) || req.stop.some((s) => typeof s !== 'string' || s.length === 0))) {
     throw new InvalidRequestError('invalid_stop', 'stop must be a list of non-empty strings', { field: 'stop' });
   }

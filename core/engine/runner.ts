@@ -10,6 +10,8 @@ import type { GpuContext } from '../gpu/context.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../models/step.ts';
+import { logitBias } from '../ops/logit_bias.ts';
+import { logprobs, logprobWords, type RowLogprobs, unpackLogprobs } from '../ops/logprobs.ts';
 import { isPlainGreedy, sample, type SampleRow } from '../ops/sample.ts';
 import type { KvCacheManager } from './kv_cache.ts';
 import { EmbedCollector } from './prompt_embeds.ts';
@@ -36,6 +38,10 @@ export interface DecodePathCounts {
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
 export interface RowSampling extends SampleRow {
   mask?: Uint32Array | null;
+  /** Log-probabilities of the sampled token and this many alternatives (0-20); absent = none. */
+  logprobs?: number;
+  /** Token id -> bias added to the logits before sampling (OpenAI logit_bias). */
+  bias?: ReadonlyMap<number, number>;
 }
 
 export interface StepResult {
@@ -45,6 +51,8 @@ export interface StepResult {
   logits?: Float32Array;
   /** Tokens computed this step. */
   tokens: number;
+  /** When a row asked for logprobs: one entry per logit row (rows that did not ask get the step's widest top list too). */
+  logprobs?: RowLogprobs[];
 }
 
 export class Runner {
@@ -105,7 +113,9 @@ export class Runner {
     const R = inputs.logitRows.length;
     if (rows.length !== R) throw new Error(`runner: ${rows.length} sampling rows for ${R} logit rows`);
     const out: Tensor = { ...this.out, shape: [R] };
-    const fused = R > 0 && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
+    const K = rows.reduce((k, r) => (r.logprobs === undefined ? k : Math.max(k, r.logprobs)), -1);
+    const biased = rows.some((r) => r.bias?.size);
+    const fused = R > 0 && K < 0 && !biased && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
     const rec = this.ctx.recorder();
     const logits = await this.model.record(rec, inputs, fused ? { argmaxInto: out } : {});
     this.computedTokens += inputs.tokens.length;
@@ -131,12 +141,25 @@ export class Runner {
       });
       mask = { buffer: rec.upload(words).buffer, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
     }
+    if (biased) await logitBias(rec, logits, rows.map((r) => r.bias));
     await sample(rec, logits, rows, out, mask ? { mask } : {});
+    // Logprobs from the same logits the sampler read, in the same submission.
+    let lpOut: Tensor | null = null;
+    if (K >= 0) {
+      lpOut = { buffer: rec.temp(R * logprobWords(K) * 4), offset: 0, shape: [R * logprobWords(K)], dtype: 'u32' };
+      await logprobs(rec, logits, out, K, lpOut);
+    }
     const read = rec.readback(out);
+    const readLp = lpOut ? rec.readback(lpOut) : null;
     const readLogits = opts.readLogits ? rec.readback(logits) : null;
     rec.submit();
     const ids = new Uint32Array(await read);
-    return { ids, tokens: inputs.tokens.length, ...(readLogits ? { logits: new Float32Array(await readLogits) } : {}) };
+    return {
+      ids,
+      tokens: inputs.tokens.length,
+      ...(readLogits ? { logits: new Float32Array(await readLogits) } : {}),
+      ...(readLp ? { logprobs: unpackLogprobs(new Uint32Array(await readLp), R, K) } : {}),
+    };
   }
 
   destroy(): void {

@@ -1,6 +1,7 @@
 /**
- * The OpenAI-compatible layer: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
+ * The OpenAI-compatible layer: POST /v1/chat/completions (tools:
+ * openai_tools.ts; logprobs: openai_logprobs.ts; n choices), POST
+ * /v1/completions, POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
  * a generative group is 400 wrong_reader_type, as chat on an embedding group
  * is). Mounted on the inference app and served alone on `openai_port` (3003),
  * so OpenAI clients work with baseURL `.../v1`.
@@ -16,8 +17,10 @@
  */
 import { Hono, type Context } from 'hono';
 import type { SSEStreamingApi } from 'hono/streaming';
-import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
-import type { GenerationEvent } from '../../core/engine/engine.ts';
+import { CancelledError, InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
+import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
+import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
+import { responsesRoutes } from './openai_responses.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
 import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/chat_template.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
@@ -31,23 +34,15 @@ import { healthz, jsonWhitespace } from './inference.ts';
 import { imageBodyLimit, imageFetchConfig } from './images.ts';
 import { resolvePromptImages } from '../http/image_urls.ts';
 import { mapImageTags } from '../../core/images/prompt.ts';
+import { ToolStreamSplitter } from '../../core/tools/index.ts';
+import { newCallId, planTools, readCalls, templateToolHistory, type ToolPlan, wireCalls } from './openai_tools.ts';
+import { CHAT_FALLBACK, modelNotFound, openaiError, resolveModel } from './openai_common.ts';
+
+export { CHAT_FALLBACK, openaiError, resolveModel };
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 
-/** Used for chat requests to models that ship no chat template. */
-export const CHAT_FALLBACK = { template: DEFAULT_CHATML_TEMPLATE, stop: ['<|im_end|>'] };
-
 const unsupported = (param: string, message: string): InvalidRequestError => new InvalidRequestError('unsupported_parameter', message, { field: param });
-
-/** OpenAI's error shape; `code` is Weft's stable code, `param` the offending field. */
-export function openaiError(e: unknown): { error: { message: string; type: string; param: string | null; code: string | null } } {
-  const status = statusOf(e);
-  const type = status === 401 ? 'authentication_error' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error';
-  if (!(e instanceof WeftError)) return { error: { message: 'internal server error', type, param: null, code: 'internal_error' } };
-  // The group comes from `model` here, whatever field the native API names.
-  const field = e.code === 'wrong_reader_type' ? 'model' : e.details?.field;
-  return { error: { message: e.message, type, param: typeof field === 'string' ? field : null, code: e.code } };
-}
 
 const finishReason = (r: Done['finishReason']): string => (r === 'eos' || r === 'stop' || r === 'constraint' ? 'stop' : r);
 
@@ -57,18 +52,6 @@ const usageOf = (ds: Done[]): O.UsageT => {
   const tps = Math.round((ds.reduce((a, d) => a + (d.usage.tokensPerSecond ?? 0), 0) / Math.max(1, ds.length)) * 100) / 100;
   return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) }, tokens_per_second: tps };
 };
-
-/** `model` -> consumer group: a group name, else a reader id (its group); absent = the default group. */
-export function resolveModel(svc: Service, model: string | undefined): string {
-  if (model === undefined) return svc.config.consumerGroup;
-  if (svc.readers.groups().has(model)) return model;
-  const r = svc.readers.all().find((x) => x.readerId === model);
-  if (r) return r.spec.consumerGroup;
-  throw modelNotFound(model);
-}
-
-const modelNotFound = (model: string): NotFoundError =>
-  new NotFoundError('model_not_found', `The model '${model}' does not exist; GET /v1/models lists the consumer groups and reader ids served here`, { field: 'model' });
 
 /** The context length of a group's readers: the default max_tokens. */
 function contextOf(svc: Service, group: string): number {
@@ -89,10 +72,49 @@ function checkBytes(svc: Service, texts: string[]): void {
   if (bytes > limit) throw new PayloadTooLargeError('prompt_too_large', `the prompt is ${bytes} bytes; the limit is ${limit} (WEFT_MAX_PROMPT_STRING_BYTES)`, { limit, bytes, field: 'prompt' });
 }
 
+/** The most choices one request may ask for (`n`). */
+export const MAX_N = 16;
+
+/**
+ * Runs `n` choices of one request. Choice 0 starts first; once its prompt is
+ * prefilled (its first event), the others start and reuse the prompt's KV
+ * blocks through the prefix cache, so the prompt's full blocks are computed
+ * once. Choice i samples with seed + i (mod 2^32) when a seed is given.
+ */
+async function runChoices(c: Context, svc: Service, group: string, req: GenerateRequest, n: number, rid: string): Promise<Done[]> {
+  const signal = c.req.raw.signal;
+  const ids = [rid, ...Array.from({ length: n - 1 }, () => svc.newRequestId())];
+  c.header('x-request-id', ids.join(','));
+  if (n === 1) return [await svc.runToCompletion(group, { ...req, id: rid }, signal)];
+  const { events, release } = await svc.startGeneration(group, { ...req, id: rid }, signal);
+  const it = events[Symbol.asyncIterator]();
+  let first: IteratorResult<GenerationEvent>;
+  try {
+    first = await it.next();
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const seed = req.sampling?.seed;
+  const rest = ids.slice(1).map((id, k) =>
+    svc.runToCompletion(group, { ...req, id, sampling: { ...req.sampling, ...(seed !== undefined ? { seed: (seed + k + 1) % 2 ** 32 } : {}) } }, signal),
+  );
+  const d0 = (async (): Promise<Done> => {
+    try {
+      for (let r = first; !r.done; r = await it.next()) if (r.value.type === 'done') return r.value;
+      throw new CancelledError();
+    } finally {
+      release();
+    }
+  })();
+  return Promise.all([d0, ...rest]);
+}
+
 /** Everything but the prompt, from the fields chat and completions share. */
 function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
-  if (b.n !== undefined && b.n !== null && b.n !== 1) throw unsupported('n', 'only n=1 is supported; send parallel requests for more choices');
-  if (b.logit_bias && Object.keys(b.logit_bias).length) throw unsupported('logit_bias', 'logit_bias is not supported');
+  if (b.n != null && (b.n < 1 || b.n > MAX_N)) throw new InvalidRequestError('invalid_n', `n must be an integer in [1, ${MAX_N}]`, { field: 'n' });
+  if (b.n != null && b.n > 1 && b.stream) throw unsupported('n', 'n > 1 is not supported with stream: true');
+  const bias = b.logit_bias && Object.keys(b.logit_bias).length ? checkLogitBias(svc, group, b.logit_bias) : undefined;
   const seed = b.seed ?? undefined;
   const sampling = {
     temperature: b.top_p === 0 ? 0 : (b.temperature ?? 1),
@@ -111,7 +133,20 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
     sampling,
     ...(stop?.length ? { stop } : {}),
     ...(constraint ? { constraint } : {}),
+    ...(bias ? { logitBias: bias } : {}),
   };
+}
+
+/** logit_bias keys must be token ids of the group's vocabulary, values in [-100, 100] (the reader checks again). */
+function checkLogitBias(svc: Service, group: string, bias: Record<string, number>): Record<string, number> {
+  const V = Math.min(...svc.readers.all().flatMap((r) => (r.spec.consumerGroup === group && r.info ? [r.info.vocabSize] : [])));
+  for (const [k, v] of Object.entries(bias)) {
+    if (!/^\d+$/.test(k) || (Number.isFinite(V) && Number(k) >= V)) {
+      throw new InvalidRequestError('invalid_logit_bias', `logit_bias key "${k}" is not a token id of model '${group}' (0..${V - 1})`, { field: 'logit_bias' });
+    }
+    if (v < -100 || v > 100) throw new InvalidRequestError('invalid_logit_bias', `logit_bias values must be in [-100, 100] (token ${k})`, { field: 'logit_bias' });
+  }
+  return bias;
 }
 
 /** The URL of an `image_url` content part ({url} or, leniently, a bare string); null when malformed. */
@@ -178,8 +213,10 @@ const now = (): number => Math.floor(Date.now() / 1000);
 interface Framing {
   /** Chunks sent once the request is accepted (the chat role chunk). */
   opening(): object[];
-  token(text: string): object;
-  finish(d: Done): object;
+  /** Chunks for one token's text (none while text is held back, e.g. a possible tool call). */
+  token(text: string, lp?: TokenLogprobs): object[];
+  /** The last chunks (held-back content, tool calls, finish_reason). */
+  finish(d: Done): object[];
   usage(d: Done): object;
 }
 
@@ -193,9 +230,9 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
     },
     async event(stream, ev) {
       if (ev.type === 'token') {
-        if (ev.text) await send(stream, withUsage(f.token(ev.text)));
+        if (ev.text || ev.logprobs) for (const o of f.token(ev.text, ev.logprobs)) await send(stream, withUsage(o));
       } else {
-        await send(stream, withUsage(f.finish(ev)));
+        for (const o of f.finish(ev)) await send(stream, withUsage(o));
         if (includeUsage) await send(stream, f.usage(ev));
       }
     },
@@ -206,6 +243,51 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
       await send(stream, openaiError(e));
     },
   });
+}
+
+/**
+ * Chat chunk framing, tools included: a named forced call streams its
+ * arguments as they are generated; a `required` call is sent whole at the end
+ * (its function is known only then); `auto` streams content and holds back
+ * text from the first sign of a call, sending parsed calls at the end.
+ */
+function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null, lp?: TokenLogprobs) => object): Omit<Framing, 'usage'> {
+  const opening = (): object[] => [choice({ role: 'assistant', content: '' }, null)];
+  const end = (d: Done, calls: { name: string; arguments: string }[], rest: string): object[] => {
+    const out: object[] = rest ? [choice({ content: rest }, null)] : [];
+    if (calls.length) {
+      const wire = calls.map((x, index) => ({ index, id: newCallId(plan!.format), type: 'function', function: x }));
+      out.push(choice({ tool_calls: wire }, null));
+    }
+    out.push(choice({}, calls.length ? 'tool_calls' : finishReason(d.finishReason)));
+    return out;
+  };
+  if (!plan || plan.mode === 'none') {
+    return { opening, token: (text, lp) => [choice({ content: text }, null, lp)], finish: (d) => end(d, [], '') };
+  }
+  if (plan.named) {
+    const name = plan.named;
+    return {
+      opening: () => [choice({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: newCallId(plan.format), type: 'function', function: { name, arguments: '' } }] }, null)],
+      token: (text) => [choice({ tool_calls: [{ index: 0, function: { arguments: text } }] }, null)],
+      finish: (d) => [choice({}, d.finishReason === 'length' || d.finishReason === 'cancelled' ? d.finishReason : 'tool_calls')],
+    };
+  }
+  if (plan.mode === 'forced') {
+    return { opening, token: () => [], finish: (d) => { const r = readCalls(plan, d.text, d.finishReason); return end(d, r.calls, r.content ?? ''); } };
+  }
+  const split = new ToolStreamSplitter(plan.parser);
+  return {
+    opening,
+    token: (text) => {
+      const t = split.push(text);
+      return t ? [choice({ content: t }, null)] : [];
+    },
+    finish: (d) => {
+      const r = split.end();
+      return end(d, r.calls, r.rest);
+    },
+  };
 }
 
 export interface OpenAIApps {
@@ -233,44 +315,55 @@ export function openaiApp(svc: Service): OpenAIApps {
   spec.add({ method: 'post', path: '/v1/chat/completions', summary: 'Chat completion (stream: true for SSE chunks ending in data: [DONE])', body: O.ChatCompletionBody, response: O.ChatCompletion });
   app.post('/v1/chat/completions', async (c) => {
     const b = await parseBody(c, O.ChatCompletionBody, Math.max(maxBody, imageBodyLimit(svc, 1)));
-    if (b.logprobs || b.top_logprobs) throw unsupported(b.logprobs ? 'logprobs' : 'top_logprobs', 'logprobs are not supported by this server');
-    if (b.tools?.length) throw unsupported('tools', 'tool calling is not supported by this server');
+    if (b.top_logprobs != null && !b.logprobs) throw new InvalidRequestError('invalid_request', 'top_logprobs needs logprobs: true', { field: 'top_logprobs' });
+    const logprobs = b.logprobs ? (b.top_logprobs ?? 0) : undefined;
     const group = resolveModel(svc, b.model);
-    const { messages, images } = chatMessages(b.messages);
+    const plan = planTools(svc, group, b.tools, b.tool_choice, b.parallel_tool_calls);
+    if (plan?.mode === 'forced' && b.response_format && b.response_format.type !== 'text') {
+      throw new InvalidRequestError('conflicting_constraints', 'response_format cannot be combined with a required or named tool_choice (the call is the output)', { field: 'response_format' });
+    }
+    const converted = chatMessages(b.messages);
+    const images = converted.images;
+    const messages = templateToolHistory(converted.messages, plan?.format) as ChatMessage[];
     const imageBytes = images ? await resolveChatImages(svc, messages) : null;
     checkBytes(svc, messages.map((m) => String(m.content)));
+    const base = baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format);
     const req: GenerateRequest = {
-      prompt: { messages },
+      prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,
-      ...baseRequest(svc, b, group, b.max_completion_tokens ?? b.max_tokens, b.response_format),
+      ...base,
+      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema } } : {}),
       ...(imageBytes ? { images: imageBytes } : {}),
+      ...(logprobs !== undefined ? { logprobs } : {}),
     };
     const rid = svc.newRequestId();
     const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
     if (b.stream) {
-      const choice = (delta: object, finish: string | null): object => ({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
-      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, {
-        opening: () => [choice({ role: 'assistant', content: '' }, null)],
-        token: (text) => choice({ content: text }, null),
-        finish: (d) => choice({}, finishReason(d.finishReason)),
-        usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
-      });
+      const choice = (delta: object, finish: string | null, lp?: TokenLogprobs): object => ({ ...head, choices: [{ index: 0, delta, logprobs: lp ? chatLogprobs([lp]) : null, finish_reason: finish }] });
+      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, { ...chatStream(plan, choice), usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }) });
     }
-    c.header('x-request-id', rid);
-    const d = await svc.runToCompletion(group, { ...req, id: rid }, c.req.raw.signal);
-    tokensPerSecondHeader(c, [d]);
+    const ds = await runChoices(c, svc, group, req, b.n ?? 1, rid);
+    tokensPerSecondHeader(c, ds);
     return c.json({
       ...head,
       object: 'chat.completion',
-      choices: [{ index: 0, message: { role: 'assistant', content: d.text, refusal: null }, logprobs: null, finish_reason: finishReason(d.finishReason) }],
-      usage: usageOf([d]),
+      choices: ds.map((d, index) => {
+        const out = plan ? readCalls(plan, d.text, d.finishReason) : { content: d.text, calls: [] };
+        const calls = plan ? wireCalls(out.calls, plan.format) : [];
+        return {
+          index,
+          message: { role: 'assistant', content: out.content, refusal: null, ...(calls.length ? { tool_calls: calls } : {}) },
+          logprobs: d.logprobs ? chatLogprobs(d.logprobs) : null,
+          finish_reason: calls.length ? 'tool_calls' : finishReason(d.finishReason),
+        };
+      }),
+      usage: usageOf(ds),
     });
   });
 
   spec.add({ method: 'post', path: '/v1/completions', summary: 'Text completion (stream: true for SSE chunks ending in data: [DONE])', body: O.CompletionBody, response: O.Completion });
   app.post('/v1/completions', async (c) => {
     const b = await parseBody(c, O.CompletionBody, maxBody);
-    if (b.logprobs != null) throw unsupported('logprobs', 'logprobs are not supported by this server');
     if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
     if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
     if (b.best_of != null && b.best_of !== 1) throw unsupported('best_of', 'only best_of=1 is supported');
@@ -278,29 +371,43 @@ export function openaiApp(svc: Service): OpenAIApps {
     const p = b.prompt;
     const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
     checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
-    const base = baseRequest(svc, b, group, b.max_tokens, b.response_format);
+    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(b.logprobs != null ? { logprobs: b.logprobs } : {}) };
     const rid = svc.newRequestId();
     const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
     if (b.stream) {
       if (prompts.length !== 1) throw unsupported('prompt', 'stream: true takes a single prompt');
-      const choice = (text: string, finish: string | null): object => ({ ...head, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] });
+      let offset = 0;
+      const choice = (text: string, finish: string | null, lp?: TokenLogprobs): object => {
+        const logprobs = lp ? completionLogprobs([lp], offset) : null;
+        offset += text.length;
+        return { ...head, choices: [{ index: 0, text, logprobs, finish_reason: finish }] };
+      };
       return sse(c, svc, group, { ...base, prompt: prompts[0]! }, rid, !!b.stream_options?.include_usage, {
         opening: () => [],
-        token: (text) => choice(text, null),
-        finish: (d) => choice('', finishReason(d.finishReason)),
+        token: (text, lp) => [choice(text, null, lp)],
+        finish: (d) => [choice('', finishReason(d.finishReason))],
         usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
       });
     }
-    const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
-    c.header('x-request-id', ids.join(','));
-    const ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    const n = b.n ?? 1;
+    let ds: Done[];
+    if (n === 1) {
+      const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
+      c.header('x-request-id', ids.join(','));
+      ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
+    } else {
+      if (prompts.length !== 1) throw unsupported('n', 'n > 1 takes a single prompt');
+      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid);
+    }
     tokensPerSecondHeader(c, ds);
     return c.json({
       ...head,
-      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: null, finish_reason: finishReason(d.finishReason) })),
+      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
       usage: usageOf(ds),
     });
   });
+
+  responsesRoutes(app, spec, svc, maxBody);
 
   const modelList = (): O.ModelT[] => {
     const out: O.ModelT[] = [];

@@ -3,8 +3,9 @@
  * for validation (server/apps/openai.ts) and for the OpenAPI document. Unknown
  * fields (user, metadata, store, ...) are accepted and ignored, as clients
  * send them freely; fields we cannot honour are accepted here and refused
- * with a clear 400 by the handler (logprobs, n > 1, tools, ...), so the error
- * names the feature rather than a schema path.
+ * with a clear 400 by the handler (echo, suffix, best_of, ...), so the error
+ * names the feature rather than a schema path. Tools are checked by
+ * server/apps/openai_tools.ts, with param paths such as `tools.0.function.parameters`.
  */
 import { z } from 'zod';
 
@@ -20,10 +21,10 @@ const Common = {
   top_p: nul(z.number().min(0).max(1)).describe('Default 1; 0 = greedy.'),
   seed: nul(z.number().int()).describe('Reproducible sampling; taken modulo 2^32. Default: random.'),
   stop: Stop,
-  n: nul(z.number().int()).describe('Only 1 is supported.'),
+  n: nul(z.number().int()).describe('Choices, 1-16 (not with stream); they share the prompt\'s KV blocks through the prefix cache; choice i samples with seed + i.'),
   presence_penalty: nul(z.number().min(-2).max(2)),
   frequency_penalty: nul(z.number().min(-2).max(2)),
-  logit_bias: nul(z.record(z.string(), z.number())).describe('Unsupported unless empty.'),
+  logit_bias: nul(z.record(z.string(), z.number())).describe('Token id -> bias in [-100, 100], added to the logits on the GPU before sampling.'),
   stream: nul(z.boolean()),
   stream_options: nul(z.object({ include_usage: nul(z.boolean()) })),
   user: nul(z.string()),
@@ -65,11 +66,11 @@ export const ChatCompletionBody = z.object({
   ...Common,
   max_completion_tokens: nul(z.number().int().min(1).max(1 << 20)).describe('Takes precedence over max_tokens.'),
   response_format: nul(ResponseFormat),
-  logprobs: nul(z.boolean()).describe('Unsupported: true is a 400.'),
-  top_logprobs: nul(z.number().int()).describe('Unsupported.'),
-  tools: nul(z.array(z.unknown())).describe('Unsupported: a non-empty list is a 400.'),
-  tool_choice: nul(z.unknown()),
-  parallel_tool_calls: nul(z.boolean()),
+  logprobs: nul(z.boolean()).describe('Raw log-probabilities of the output tokens (log-softmax of the model\'s logits before temperature, penalties and masks).'),
+  top_logprobs: nul(z.number().int().min(0).max(20)).describe('0-20 most likely alternatives per token; needs logprobs: true.'),
+  tools: nul(z.array(z.unknown())).describe('Function tools [{type: "function", function: {name, description?, parameters?}}], rendered by the model\'s chat template; 400 tools_not_supported when the template takes none.'),
+  tool_choice: nul(z.unknown()).describe('"auto" (default: the model\'s own call syntax is parsed), "none" (tools hidden), "required" or {type: "function", function: {name}} (the call is generated under the function\'s JSON Schema).'),
+  parallel_tool_calls: nul(z.boolean()).describe('Default true: a required call may be a list of calls.'),
 });
 
 export const CompletionBody = z.object({
@@ -78,7 +79,7 @@ export const CompletionBody = z.object({
     .describe('A string, a list of strings, token ids, or a list of token-id lists (lists: not with stream).'),
   ...Common,
   response_format: nul(ResponseFormat).describe('Extension (as vLLM): constrain the completion like chat response_format.'),
-  logprobs: nul(z.number().int()).describe('Unsupported: a value is a 400.'),
+  logprobs: nul(z.number().int().min(0).max(20)).describe('Raw log-probabilities of the output tokens and this many alternatives (0-20).'),
   echo: nul(z.boolean()).describe('Unsupported: true is a 400.'),
   suffix: nul(z.string()).describe('Unsupported.'),
   best_of: nul(z.number().int()).describe('Only 1.'),
@@ -109,14 +110,28 @@ export const Usage = z.object({
   tokens_per_second: z.number().optional().describe('Weft: decode speed of the request, tokens/s (the mean over the choices of a multi-prompt call).'),
 });
 
-const FinishReason = z.string().nullable().describe('stop | length (| cancelled after POST /cancel/{id}); null until the last chunk.');
+export const ToolCall = z.object({ id: z.string(), type: z.literal('function'), function: z.object({ name: z.string(), arguments: z.string().describe('JSON text') }) });
+
+const FinishReason = z.string().nullable().describe('stop | length | tool_calls (| cancelled after POST /cancel/{id}); null until the last chunk.');
 
 export const ChatCompletion = z.object({
   id: z.string().describe('chatcmpl-...'),
   object: z.literal('chat.completion'),
   created: z.number(),
   model: z.string(),
-  choices: z.array(z.object({ index: z.number(), message: z.object({ role: z.literal('assistant'), content: z.string(), refusal: z.null() }), logprobs: z.null(), finish_reason: FinishReason })),
+  choices: z.array(
+    z.object({
+      index: z.number(),
+      message: z.object({
+        role: z.literal('assistant'),
+        content: z.string().nullable(),
+        refusal: z.null(),
+        tool_calls: z.array(ToolCall).optional(),
+      }),
+      logprobs: z.unknown().nullable().describe('With logprobs: {content: [{token, logprob, bytes, top_logprobs}], refusal: null}.'),
+      finish_reason: FinishReason,
+    }),
+  ),
   usage: Usage,
 });
 
@@ -125,7 +140,7 @@ export const Completion = z.object({
   object: z.literal('text_completion'),
   created: z.number(),
   model: z.string(),
-  choices: z.array(z.object({ index: z.number(), text: z.string(), logprobs: z.null(), finish_reason: FinishReason })),
+  choices: z.array(z.object({ index: z.number(), text: z.string(), logprobs: z.unknown().nullable().describe('With logprobs: {tokens, token_logprobs, top_logprobs, text_offset}.'), finish_reason: FinishReason })),
   usage: Usage,
 });
 

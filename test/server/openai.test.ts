@@ -146,10 +146,11 @@ describe('OpenAI layer in-process', () => {
   });
 
   it.each([
-    ['n > 1', '/chat/completions', { messages: user('a'), n: 2 }, 400, 'unsupported_parameter', 'n'],
-    ['logprobs', '/chat/completions', { messages: user('a'), logprobs: true }, 400, 'unsupported_parameter', 'logprobs'],
-    ['completion logprobs', '/completions', { prompt: 'a', logprobs: 2 }, 400, 'unsupported_parameter', 'logprobs'],
-    ['tools', '/chat/completions', { messages: user('a'), tools: [{ type: 'function' }] }, 400, 'unsupported_parameter', 'tools'],
+    ['n over the maximum', '/chat/completions', { messages: user('a'), n: 17 }, 400, 'invalid_n', 'n'],
+    ['n > 1 streamed', '/chat/completions', { messages: user('a'), n: 2, stream: true }, 400, 'unsupported_parameter', 'n'],
+    ['top_logprobs > 20', '/chat/completions', { messages: user('a'), logprobs: true, top_logprobs: 21 }, 400, 'invalid_request', 'top_logprobs'],
+    ['a malformed tool', '/chat/completions', { messages: user('a'), tools: [{ type: 'function' }] }, 400, 'invalid_tool', 'tools.0'],
+    ['tools for a template without tool support', '/chat/completions', { messages: user('a'), tools: [{ type: 'function', function: { name: 'f' } }] }, 400, 'tools_not_supported', 'tools'],
     ['audio content', '/chat/completions', { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x' } }] }] }, 400, 'unsupported_content', 'messages.0.content.0'],
     ['bad image URL', '/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'invalid_image_url', 'messages.0.content'],
     ['image for a text model', '/chat/completions', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] }] }, 400, 'images_not_supported', null],
@@ -227,7 +228,7 @@ describe('OpenAI layer over HTTP with the official client', () => {
     const emb = await oai.embeddings.create({ model: 'primary', input: 'hello' }).catch((e: unknown) => e);
     expect(emb).toBeInstanceOf(OpenAI.BadRequestError);
     expect((emb as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('wrong_reader_type');
-    const bad = await oai.chat.completions.create({ model: 'primary', messages: [{ role: 'user', content: 'a' }], n: 3 }).catch((e: unknown) => e);
+    const bad = await oai.chat.completions.create({ model: 'primary', messages: [{ role: 'user', content: 'a' }], n: 99 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n');
     const wrongKey = new OpenAI({ baseURL: `http://127.0.0.1:${portOf('openai')}/v1`, apiKey: 'wrong', maxRetries: 0 });
