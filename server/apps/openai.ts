@@ -17,12 +17,12 @@
  */
 import { Hono, type Context } from 'hono';
 import type { SSEStreamingApi } from 'hono/streaming';
-import { CancelledError, InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError, WeftError } from '../../core/errors.ts';
+import { CancelledError, InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError } from '../../core/errors.ts';
 import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
 import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
 import { responsesRoutes } from './openai_responses.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
-import { DEFAULT_CHATML_TEMPLATE, type ChatMessage } from '../../core/tokenizer/chat_template.ts';
+import type { ChatMessage } from '../../core/tokenizer/chat_template.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { statusOf } from '../http/errors.ts';
