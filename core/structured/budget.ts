@@ -12,6 +12,9 @@
  * (lazy determinization while decoding) `charge()` costs one comparison.
  */
 
+/** Thrown when an automaton grows past its state limit (NFA, DFA or product construction). */
+export class TooLargeError extends Error {}
+
 /** Thrown when a compilation runs past its time budget or its request was cancelled. */
 export class OverBudgetError extends Error {
   constructor(message: string, readonly cancelled = false) {

@@ -9,8 +9,8 @@
  * Call edges (pushdown rules) are not ε: a state lists its calls grouped by
  * rule together with the DFA state to resume in after the callee returns.
  */
-import { charge } from './budget.ts';
-import { type Nfa, TooLargeError } from './nfa.ts';
+import { charge, TooLargeError } from './budget.ts';
+import type { Nfa } from './nfa.ts';
 
 const UNKNOWN = -2;
 

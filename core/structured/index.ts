@@ -17,10 +17,9 @@
 import type { TokenConstraint } from '../engine/engine.ts';
 import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
-import { OverBudgetError, withBudget } from './budget.ts';
+import { OverBudgetError, TooLargeError, withBudget } from './budget.ts';
 import { type Whitespace, WHITESPACES } from './json_text.ts';
 import { NativeGrammar } from './native.ts';
-import { TooLargeError } from './nfa.ts';
 import { OutlinesIndex } from './outlines.ts';
 import { regexFullMatch } from './regex.ts';
 import { type GrammarAst, schemaToAst } from './schema.ts';

@@ -15,11 +15,10 @@
  */
 import type { Node } from './ast.ts';
 import { type ByteSeq, type Ranges, utf8Sequences } from './charset.ts';
-import { charge } from './budget.ts';
+import { charge, TooLargeError } from './budget.ts';
 import { Dfa } from './dfa.ts';
 
 /** Thrown when an automaton exceeds its size budget; callers turn it into a request error. */
-export class TooLargeError extends Error {}
 
 export const MAX_NFA_STATES = 400_000;
 

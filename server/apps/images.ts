@@ -13,7 +13,7 @@ import { resolvePromptImages, type ImageFetchConfig } from '../http/image_urls.t
 import * as S from '../http/schemas.ts';
 import { sseGeneration, TAKEOFF_FRAMING } from '../http/sse.ts';
 import type { Service } from '../service.ts';
-import { answerGenerations, toGenerateRequest } from './inference.ts';
+import { answerGenerations, toGenerateRequest } from './generation.ts';
 
 export function imageFetchConfig(svc: Service): ImageFetchConfig {
   const c = svc.config;

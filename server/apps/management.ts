@@ -12,7 +12,7 @@ import * as S from '../http/schemas.ts';
 import { parseScaling } from '../readers/scaling.ts';
 import { parseReaderSpec } from '../readers/spec.ts';
 import type { Service } from '../service.ts';
-import { healthz } from './inference.ts';
+import { healthz } from './health.ts';
 
 const ReaderSummary = z.object({
   reader_id: z.string(),

@@ -16,7 +16,7 @@ import { ApiSpec, readJsonBody, validateBody } from '../http/api_spec.ts';
 import { sseGeneration, TAKEOFF_FRAMING } from '../http/sse.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
-import { answerGenerations, runGenerations, toGenerateRequest } from './inference.ts';
+import { answerGenerations, runGenerations, toGenerateRequest } from './generation.ts';
 import { isTgiBody, TgiBody, tgiDetails, tgiFraming, TgiResponse, tgiToNative, type TgiBodyT } from './tgi.ts';
 
 const Ping = z.object({ status: z.enum(['ok', 'loading']) });

@@ -19,7 +19,7 @@ import type { ServiceConfig } from '../config.ts';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
-import { toGenerateRequest } from './inference.ts';
+import { toGenerateRequest } from './generation.ts';
 import { usageOf } from '../http/sse.ts';
 
 type Env = Record<string, string | undefined>;

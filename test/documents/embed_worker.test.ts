@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareGpuEnv } from '../../core/gpu/device.ts';
-import { healthz } from '../../server/apps/inference.ts';
+import { healthz } from '../../server/apps/health.ts';
 import { ReaderManager } from '../../server/readers/manager.ts';
 import { ensureUseLite } from '../../server/models/use_lite.ts';
 import { b64, documentsApp, json, type DocumentsApp } from './helpers.ts';
