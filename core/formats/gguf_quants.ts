@@ -145,7 +145,7 @@ export const GGML_TYPES = {
 export type GgmlTypeName = keyof typeof GGML_TYPES;
 
 /** Types `dequantizeGguf` handles. */
-export const DEQUANTIZABLE: readonly GgmlTypeName[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+export const DEQUANTIZABLE: readonly GgmlTypeName[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K'];
 
 const BY_ID = new Map<number, GgmlTypeName>(
   Object.entries(GGML_TYPES).map(([k, v]) => [v.id, k as GgmlTypeName]),
@@ -236,6 +236,26 @@ export function dequantizeGguf(type: GgmlTypeName | number, bytes: Uint8Array, n
           for (let l = 0; l < 32; l++) {
             y[out + l] = fr(d1 * (b[q + l]! & 0xf)) - mm1;
             y[out + 32 + l] = fr(d2 * (b[q + l]! >> 4)) - mm2;
+          }
+        }
+      }
+      return y;
+    case 'Q5_K':
+      // block (176 B / 256 elems): d f16, dmin f16, scales u8[12] (as Q4_K), qh u8[32], qs u8[128].
+      // As Q4_K, plus bit (2k) of qh[l] (low nibbles) or bit (2k+1) (high) adding 16 to q.
+      for (let i = 0, o = 0; i < n; i += 256, o += 176) {
+        const d = h16(o);
+        const dmin = h16(o + 2);
+        for (let k = 0; k < 4; k++) {
+          const [sc1, m1] = scaleMinK4(2 * k, b, o + 4);
+          const [sc2, m2] = scaleMinK4(2 * k + 1, b, o + 4);
+          const d1 = fr(d * sc1), mm1 = fr(dmin * m1), d2 = fr(d * sc2), mm2 = fr(dmin * m2);
+          const q = o + 48 + 32 * k;
+          const out = i + 64 * k;
+          for (let l = 0; l < 32; l++) {
+            const h = b[o + 16 + l]!;
+            y[out + l] = fr(d1 * ((b[q + l]! & 0xf) + ((h >> (2 * k)) & 1) * 16)) - mm1;
+            y[out + 32 + l] = fr(d2 * ((b[q + l]! >> 4) + ((h >> (2 * k + 1)) & 1) * 16)) - mm2;
           }
         }
       }
