@@ -13,7 +13,8 @@ import { Engine } from '../engine/engine.ts';
 import { KvCacheManager } from '../engine/kv_cache.ts';
 import { Runner } from '../engine/runner.ts';
 import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type GenerationDefaults } from '../formats/hf_config.ts';
-import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
+import { openSafetensorsModel, toFloat32, toHalves } from '../formats/safetensors.ts';
+import { ModelFormatError } from '../errors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { megakernelEligibility, megakernelModeFromEnv, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
@@ -21,11 +22,11 @@ import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { openGgufWeights } from './gguf_weights.ts';
-import type { WeightDType, WeightSource } from './host_tensor.ts';
+import { HostBytes, type HostTensor, type WeightDType, type WeightSource } from './host_tensor.ts';
 import { LlamaModel } from './llama/forward.ts';
 import { isLlavaConfig, llavaParts } from './llava/load.ts';
 import type { LlavaVision } from './llava/vision.ts';
-import { destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
+import { checkLlamaShapes, destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
 
 export interface LoadOptions {
@@ -49,6 +50,15 @@ export interface LoadOptions {
   megakernelWaves?: boolean;
 }
 
+export interface LoadStats {
+  /** Most host bytes the loader held at once (tensors read, converted, fused, encoded: HostBytes). */
+  peakHostBytes: number;
+  /** Device bytes of the weights. */
+  deviceWeightBytes: number;
+  /** Wall time of the weight load (read, convert, upload), ms. */
+  loadMs: number;
+}
+
 export interface LoadedDecoder {
   cfg: DecoderConfig;
   generation: GenerationDefaults;
@@ -62,17 +72,36 @@ export interface LoadedDecoder {
   rawConfig: Record<string, unknown>;
   /** Image-to-text models (LLaVA): the image encoder; absent for text-only models. */
   vision?: LlavaVision;
+  /** What the weight load cost: host bytes held at peak, device bytes, wall time. */
+  loadStats: LoadStats;
   destroy(): void;
 }
 
-async function safetensorsWeights(ms: ModelSource): Promise<WeightSource> {
+/**
+ * A safetensors checkpoint (sharded or not) as a WeightSource: each tensor is read from its
+ * shard by byte range when asked for (shards are never read whole); F16 / BF16 tensors arrive
+ * as f16 halves, others as f32. `host` counts the file bytes held during a conversion.
+ */
+async function safetensorsWeights(ms: ModelSource, host?: HostBytes): Promise<WeightSource & { files: string[] }> {
   const st = await openSafetensorsModel(ms);
   return {
+    files: st.files,
     has: (n) => st.tensors.has(n),
-    async load(n) {
+    info: (n) => {
       const t = st.tensors.get(n);
-      if (!t) throw new Error(`missing tensor ${n}`);
-      return { kind: 'f32', shape: t.info.shape, data: toFloat32(t.info.dtype, await st.read(n)) };
+      return t ? { shape: t.info.shape, file: t.file } : undefined;
+    },
+    async load(n): Promise<HostTensor> {
+      const t = st.tensors.get(n);
+      if (!t) throw new ModelFormatError(`missing tensor ${n}`, { tensor: n });
+      const raw = await st.read(n);
+      host?.hold(raw.byteLength);
+      try {
+        const { dtype, shape } = t.info;
+        return dtype === 'F16' || dtype === 'BF16' ? { kind: 'f16', shape, data: toHalves(dtype, raw) } : { kind: 'f32', shape, data: toFloat32(dtype, raw) };
+      } finally {
+        host?.release(raw.byteLength);
+      }
     },
   };
 }
@@ -111,6 +140,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   let format: LoadedDecoder['format'];
   let rawConfig: Record<string, unknown>;
   let loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null = null;
+  const host = new HostBytes();
   if (await ms.exists('model.gguf')) {
     const g = await openGgufWeights(await ms.open('model.gguf'));
     cfg = g.config;
@@ -127,7 +157,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
       ? parseGenerationConfig(await ms.readText('generation_config.json'))
       : { eosTokenIds: cfg.eosTokenIds };
     tokenizer = await loadTokenizerFromSource(ms);
-    weights = llava ? llava.text : await safetensorsWeights(ms);
+    weights = llava ? llava.text : await safetensorsWeights(ms, host);
     loadVision = llava ? (dtype) => llava.vision(ctx, dtype) : null;
     format = 'safetensors';
   }
@@ -175,7 +205,14 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const megakernelRuns = asF32.support === null && asF32.budget === null;
   const dtype: WeightDType = requested === 'auto' && format === 'gguf' && megakernelRuns ? 'f32' : requested;
   const pack = eligibility(dtype === 'f32' || (dtype === 'auto' && format === 'safetensors')).support === null;
-  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack });
+  // Shapes against the config from the headers, before anything is allocated on the device.
+  checkLlamaShapes(cfg, weights);
+  // `auto` stores float checkpoints (bf16 / f16 / f32) as f16 — as compact as bf16 files — except
+  // where the decode megakernel runs the model (small models on emulators: f32, packed). A reader
+  // asking for `f32` gets f32.
+  const t0 = Date.now();
+  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack, autoFloat: pack ? 'f32' : 'f16', host });
+  const loadStats: LoadStats = { peakHostBytes: host.peak, deviceWeightBytes: w.bytes, loadMs: Date.now() - t0 };
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
@@ -195,6 +232,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     geometry,
     format,
     rawConfig,
+    loadStats,
     ...(vision ? { vision } : {}),
     destroy() {
       vision?.destroy();
