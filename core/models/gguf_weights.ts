@@ -54,7 +54,7 @@ export async function openGgufWeights(src: ByteSource): Promise<GgufWeights> {
     info: (n) => {
       const name = resolve(n);
       const i = name ? g.tensors.get(name) : undefined;
-      return i ? { shape: i.dims.length === 1 ? [i.dims[0]!] : [i.numel / i.dims[0]!, i.dims[0]!], file: 'model.gguf' } : undefined;
+      return i ? { shape: i.dims.length === 1 ? [i.dims[0]!] : [i.numel / i.dims[0]!, i.dims[0]!], file: 'model.gguf', type: i.type } : undefined;
     },
     async load(hf): Promise<HostTensor> {
       const name = resolve(hf);

@@ -27,7 +27,7 @@ export interface WeightSource {
   has(name: string): boolean;
   load(name: string): Promise<HostTensor>;
   /** Shape and file of a tensor from the headers alone (no data read); undefined: not present. */
-  info?(name: string): { shape: readonly number[]; file: string } | undefined;
+  info?(name: string): { shape: readonly number[]; file: string; type: string } | undefined;
 }
 
 /** GPU weight dtype choices; `auto` keeps a GGUF's quantization and uses f16 for float checkpoints (see load.ts). */

@@ -4,10 +4,13 @@
  * GPU context, and builds the engine around it.
  *
  * Geometry defaults: KV blocks of 16 tokens; the pool size comes from
- * `kvCacheBytes` (default: enough for `maxSeqs` full-context sequences, capped
- * at 256 MiB), so `WEFT_PAGE_CACHE_SIZE` maps straight onto it. The block
- * count for that budget uses the real bytes per token of the KV dtype
- * (`kvCacheDtype: 'q8'` holds ~4x the tokens of f32 at realistic head sizes).
+ * `kvCacheBytes` (page_cache_size) or, by default, from the device memory plan
+ * (memory_plan.ts): what the device budget leaves after weights, activations
+ * and a reserve, up to `maxSeqs` full-context sequences. A model that cannot
+ * fit is refused (ModelTooLargeError) before anything is allocated. The block
+ * count uses the real bytes per token of the KV dtype (`kvCacheDtype: 'q8'`
+ * holds ~4x the tokens of f32 at realistic head sizes). Float checkpoints are
+ * stored as f16 under `auto` (f32 where the decode megakernel runs the model).
  */
 import { Engine } from '../engine/engine.ts';
 import { KvCacheManager } from '../engine/kv_cache.ts';
@@ -26,6 +29,9 @@ import { HostBytes, type HostTensor, type WeightDType, type WeightSource } from 
 import { LlamaModel } from './llama/forward.ts';
 import { isLlavaConfig, llavaParts } from './llava/load.ts';
 import type { LlavaVision } from './llava/vision.ts';
+import { describeAdapter, probeDeviceMemory } from '../gpu/memory_probe.ts';
+import { estimateWeightBytes, planDecoderMemory } from './decoder_plan.ts';
+import { deviceBudget, type DeviceBudget, type MemoryPlan } from './memory_plan.ts';
 import { checkLlamaShapes, destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
 
@@ -38,8 +44,10 @@ export interface LoadOptions {
   maxSeqs?: number;
   /** Context limit (default: the model's max positions). */
   maxContext?: number;
-  /** KV-cache pool size in bytes. */
+  /** KV-cache pool size in bytes (default: what the device budget leaves, up to maxSeqs full contexts; memory_plan.ts). */
   kvCacheBytes?: number;
+  /** Device memory budget in bytes, as configured by the operator (server config / WEFT_GPU_MEMORY); default: probed or a default. */
+  gpuMemoryBytes?: number;
   blockSize?: number;
   prefixCaching?: boolean;
   /** Logit rows per step (default maxSeqs); a target verifying k draft tokens needs maxSeqs * (k + 1). */
@@ -74,6 +82,8 @@ export interface LoadedDecoder {
   vision?: LlavaVision;
   /** What the weight load cost: host bytes held at peak, device bytes, wall time. */
   loadStats: LoadStats;
+  /** The device memory plan the KV pool was sized by. */
+  memoryPlan: MemoryPlan;
   destroy(): void;
 }
 
@@ -89,7 +99,7 @@ async function safetensorsWeights(ms: ModelSource, host?: HostBytes): Promise<We
     has: (n) => st.tensors.has(n),
     info: (n) => {
       const t = st.tensors.get(n);
-      return t ? { shape: t.info.shape, file: t.file } : undefined;
+      return t ? { shape: t.info.shape, file: t.file, type: t.info.dtype } : undefined;
     },
     async load(n): Promise<HostTensor> {
       const t = st.tensors.get(n);
@@ -132,6 +142,19 @@ export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): n
   return cfg.layers * kvBytesPerTokenLayer(cfg.kvHeads, cfg.headDim, kvDtype);
 }
 
+/** Probe ceiling: more device memory than any single accelerator has today. */
+const PROBE_CAP = 256 * 2 ** 30;
+const probed = new WeakMap<GpuContext, number>();
+
+/** The device budget: configured, else a probe on hardware adapters (once per context), else the default. */
+export async function resolveBudget(ctx: GpuContext, configured?: number): Promise<DeviceBudget> {
+  if (configured && configured > 0) return deviceBudget(describeAdapter(ctx.gpu), configured);
+  if (ctx.gpu.info.isCpu) return deviceBudget(describeAdapter(ctx.gpu));
+  let p = probed.get(ctx);
+  if (p === undefined) probed.set(ctx, (p = await probeDeviceMemory(ctx.device, PROBE_CAP)));
+  return deviceBudget(describeAdapter(ctx.gpu, p));
+}
+
 export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
   let cfg: DecoderConfig;
   let generation: GenerationDefaults;
@@ -167,17 +190,15 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
   const kvDtype = opts.kvCacheDtype ?? 'f32';
   if (kvDtype === 'q8' && cfg.headDim % 4 !== 0) throw new Error(`kvCacheDtype q8 needs headDim % 4 == 0 (got ${cfg.headDim})`);
-  const perBlock = kvBytesPerToken(cfg, kvDtype) * blockSize;
-  const wanted = opts.kvCacheBytes ?? Math.min(256 * 2 ** 20, maxSeqs * maxBlocksPerSeq * perBlock);
-  const numBlocks = Math.max(maxBlocksPerSeq, Math.floor(wanted / perBlock));
-  const geometry: StepGeometry = {
-    maxTokens: opts.maxTokensPerStep ?? 256,
-    maxSeqs,
-    numBlocks,
-    blockSize,
-    maxBlocksPerSeq,
-    ...(opts.maxLogitRows ? { maxLogitRows: Math.max(opts.maxLogitRows, maxSeqs) } : {}),
-  };
+  const maxTokens = opts.maxTokensPerStep ?? 256;
+  const logitRows = opts.maxLogitRows ? Math.max(opts.maxLogitRows, maxSeqs) : maxSeqs;
+  // Device memory: the budget (configured, else probed on hardware adapters, else a default),
+  // and the plan — checked before any allocation with the weights estimated from the headers,
+  // then sized with the weights' real bytes (memory_plan.ts).
+  const adapter = describeAdapter(ctx.gpu);
+  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes);
+  const planFor = (weightBytes: number): MemoryPlan =>
+    planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
   // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
   // them whole; the generic path reads the same buffer through tensor offsets).
   const tuning = megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv());
@@ -210,8 +231,26 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   // `auto` stores float checkpoints (bf16 / f16 / f32) as f16 — as compact as bf16 files — except
   // where the decode megakernel runs the model (small models on emulators: f32, packed). A reader
   // asking for `f32` gets f32.
+  const estimate = estimateWeightBytes(cfg, weights, dtype, pack || dtype === 'f32' ? 'f32' : 'f16');
+  if (estimate !== null) planFor(estimate);
   const t0 = Date.now();
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack, autoFloat: pack ? 'f32' : 'f16', host });
+  let memoryPlan: MemoryPlan;
+  try {
+    memoryPlan = planFor(w.bytes);
+  } catch (e) {
+    destroyLlamaWeights(w);
+    throw e;
+  }
+  const numBlocks = memoryPlan.kvBlocks;
+  const geometry: StepGeometry = {
+    maxTokens,
+    maxSeqs,
+    numBlocks,
+    blockSize,
+    maxBlocksPerSeq,
+    ...(opts.maxLogitRows ? { maxLogitRows: logitRows } : {}),
+  };
   const loadStats: LoadStats = { peakHostBytes: host.peak, deviceWeightBytes: w.bytes, loadMs: Date.now() - t0 };
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
@@ -233,6 +272,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     format,
     rawConfig,
     loadStats,
+    memoryPlan,
     ...(vision ? { vision } : {}),
     destroy() {
       vision?.destroy();

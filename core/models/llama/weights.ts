@@ -220,7 +220,7 @@ export function checkLlamaShapes(cfg: DecoderConfig, src: WeightSource): void {
 }
 
 /** The Hugging Face names loadLlamaWeights reads. */
-function llamaTensorNames(cfg: DecoderConfig, untiedHead: boolean): string[] {
+export function llamaTensorNames(cfg: DecoderConfig, untiedHead: boolean): string[] {
   const out = ['model.embed_tokens.weight', 'model.norm.weight', ...(untiedHead ? ['lm_head.weight'] : [])];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
