@@ -155,7 +155,18 @@ export async function resolveBudget(ctx: GpuContext, configured?: number): Promi
   return deviceBudget(describeAdapter(ctx.gpu, p));
 }
 
-export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
+/** A checkpoint opened for loading: config, tokenizer and a weight source (headers read, no tensor data). */
+interface OpenedDecoder {
+  cfg: DecoderConfig;
+  generation: GenerationDefaults;
+  tokenizer: Tokenizer;
+  weights: WeightSource;
+  format: LoadedDecoder['format'];
+  rawConfig: Record<string, unknown>;
+  loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null;
+}
+
+async function openDecoder(ctx: GpuContext, ms: ModelSource, host: HostBytes): Promise<OpenedDecoder> {
   let cfg: DecoderConfig;
   let generation: GenerationDefaults;
   let tokenizer: Tokenizer;
@@ -163,7 +174,6 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   let format: LoadedDecoder['format'];
   let rawConfig: Record<string, unknown>;
   let loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null = null;
-  const host = new HostBytes();
   if (await ms.exists('model.gguf')) {
     const g = await openGgufWeights(await ms.open('model.gguf'));
     cfg = g.config;
@@ -184,6 +194,12 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     loadVision = llava ? (dtype) => llava.vision(ctx, dtype) : null;
     format = 'safetensors';
   }
+  return { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
+}
+
+/** Geometry, weight dtype and the preflight memory plan of an opened decoder (nothing allocated). */
+async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptions) {
+  const { cfg, weights, format } = o;
   const blockSize = opts.blockSize ?? 16;
   const maxContext = Math.min(opts.maxContext ?? cfg.maxPositions, cfg.maxPositions);
   const maxSeqs = opts.maxSeqs ?? 16;
@@ -232,7 +248,35 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   // where the decode megakernel runs the model (small models on emulators: f32, packed). A reader
   // asking for `f32` gets f32.
   const estimate = estimateWeightBytes(cfg, weights, dtype, pack || dtype === 'f32' ? 'f32' : 'f16');
-  if (estimate !== null) planFor(estimate);
+  const preflight = estimate !== null ? planFor(estimate) : null;
+  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, planFor, preflight, estimate };
+}
+
+/** What `weft generate --dry-run` prints: the plan for a model on this device, without loading its weights. */
+export interface DecoderPlanReport {
+  cfg: DecoderConfig;
+  format: LoadedDecoder['format'];
+  /** Weight dtype under the options (`auto` resolved per tensor: see estimateWeightBytes). */
+  dtype: WeightDType;
+  kvDtype: KvDtype;
+  maxContext: number;
+  maxSeqs: number;
+  /** Null when the source has no headers to estimate from. */
+  plan: MemoryPlan | null;
+}
+
+/** Opens the checkpoint's headers and plans its device memory; throws ModelTooLargeError when it cannot fit. */
+export async function planDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<DecoderPlanReport> {
+  const o = await openDecoder(ctx, ms, new HostBytes());
+  const p = await prepareDecoder(ctx, o, opts);
+  return { cfg: o.cfg, format: o.format, dtype: p.dtype, kvDtype: p.kvDtype, maxContext: p.maxContext, maxSeqs: p.maxSeqs, plan: p.preflight };
+}
+
+export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
+  const host = new HostBytes();
+  const { cfg, generation, tokenizer, weights, format, rawConfig, loadVision } = await openDecoder(ctx, ms, host);
+  const o = { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
+  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
   const t0 = Date.now();
   const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack, autoFloat: pack ? 'f32' : 'f16', host });
   let memoryPlan: MemoryPlan;
