@@ -39,7 +39,7 @@ export async function openGgufWeights(src: ByteSource): Promise<GgufWeights> {
   // Every tensor's type must have a kernel or a dequantizer: refuse before anything is read or allocated.
   for (const [name, t] of g.tensors) {
     if (!DEQUANTIZABLE.includes(t.type) && !kquantFromGgml(t.type)) {
-      throw new UnsupportedModelError(`GGUF tensor ${name} has type ${t.type}, which this build cannot load; supported: ${DEQUANTIZABLE.join(', ')}, Q5_K`, { tensor: name, type: t.type, file: 'model.gguf' });
+      throw new UnsupportedModelError(`GGUF tensor ${name} has type ${t.type}, which this build cannot load; supported: ${DEQUANTIZABLE.join(', ')}`, { tensor: name, type: t.type, file: 'model.gguf' });
     }
   }
   const arch = String(g.metadata.get('general.architecture'));
