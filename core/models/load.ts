@@ -142,6 +142,9 @@ export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): n
   return cfg.layers * kvBytesPerTokenLayer(cfg.kvHeads, cfg.headDim, kvDtype);
 }
 
+/** Largest f32 weights kept f32 under `auto` on a software adapter (the emulator paths' size class). */
+const EMULATOR_F32_BYTES = 256 * 2 ** 20;
+
 /** Probe ceiling: more device memory than any single accelerator has today. */
 const PROBE_CAP = 256 * 2 ** 30;
 const probed = new WeakMap<GpuContext, number>();
@@ -247,9 +250,13 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   // `auto` stores float checkpoints (bf16 / f16 / f32) as f16 — as compact as bf16 files — except
   // where the decode megakernel runs the model (small models on emulators: f32, packed). A reader
   // asking for `f32` gets f32.
-  const estimate = estimateWeightBytes(cfg, weights, dtype, pack || dtype === 'f32' ? 'f32' : 'f16');
+  // f32 also where the existing CPU-emulation paths apply to the model (software adapter, f32
+  // weights of at most 256 MiB: texture weights on llvmpipe read f32 only); f16 elsewhere.
+  const floatAs: 'f32' | 'f16' =
+    pack || dtype === 'f32' || (ctx.gpu.info.isCpu && packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')) <= EMULATOR_F32_BYTES) ? 'f32' : 'f16';
+  const estimate = estimateWeightBytes(cfg, weights, dtype, floatAs);
   const preflight = estimate !== null ? planFor(estimate) : null;
-  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, planFor, preflight, estimate };
+  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, preflight, estimate };
 }
 
 /** What `weft generate --dry-run` prints: the plan for a model on this device, without loading its weights. */
@@ -276,9 +283,9 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const host = new HostBytes();
   const { cfg, generation, tokenizer, weights, format, rawConfig, loadVision } = await openDecoder(ctx, ms, host);
   const o = { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
-  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
+  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
   const t0 = Date.now();
-  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack, autoFloat: pack ? 'f32' : 'f16', host });
+  const w = await loadLlamaWeights(ctx, cfg, weights, dtype, { pack, autoFloat: floatAs, host });
   let memoryPlan: MemoryPlan;
   try {
     memoryPlan = planFor(w.bytes);
