@@ -31,6 +31,8 @@ export interface SafetensorsFile {
   metadata: Record<string, string>;
   /** Raw little-endian bytes of one tensor. */
   read(name: string): Promise<Uint8Array>;
+  /** `length` bytes of one tensor's data from byte `offset`. */
+  readPart(name: string, offset: number, length: number): Promise<Uint8Array>;
 }
 
 /** Largest header accepted (the reference implementation's limit). */
@@ -141,6 +143,12 @@ export async function openSafetensors(src: ByteSource, what = 'file'): Promise<S
       if (!t) throw new ModelFormatError(`safetensors: no tensor ${name} in ${what}`, { tensor: name });
       return src.read(t.begin, t.end - t.begin);
     },
+    async readPart(name, offset, length) {
+      const t = tensors.get(name);
+      if (!t) throw new ModelFormatError(`safetensors: no tensor ${name} in ${what}`, { tensor: name });
+      if (offset < 0 || length < 0 || offset + length > t.end - t.begin) throw new ModelFormatError(`safetensors: bytes ${offset}+${length} are outside tensor ${name} in ${what}`, { tensor: name });
+      return src.read(t.begin + offset, length);
+    },
   };
 }
 
@@ -151,6 +159,8 @@ export interface SafetensorsModel {
   metadata: Record<string, unknown>;
   files: string[];
   read(name: string): Promise<Uint8Array>;
+  /** `length` bytes of a tensor's data from byte `offset` (streaming conversions). */
+  readPart(name: string, offset: number, length: number): Promise<Uint8Array>;
 }
 
 export const SAFETENSORS_INDEX = 'model.safetensors.index.json';
@@ -198,6 +208,11 @@ export async function openSafetensorsModel(ms: ModelSource): Promise<Safetensors
       const t = tensors.get(name);
       if (!t) throw new ModelFormatError(`safetensors: ${ms.name} has no tensor ${name}`, { tensor: name });
       return opened.get(t.file)!.read(name);
+    },
+    async readPart(name, offset, length) {
+      const t = tensors.get(name);
+      if (!t) throw new ModelFormatError(`safetensors: ${ms.name} has no tensor ${name}`, { tensor: name });
+      return opened.get(t.file)!.readPart(name, offset, length);
     },
   };
 }

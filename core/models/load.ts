@@ -104,13 +104,25 @@ async function safetensorsWeights(ms: ModelSource, host?: HostBytes): Promise<We
     async load(n): Promise<HostTensor> {
       const t = st.tensors.get(n);
       if (!t) throw new ModelFormatError(`missing tensor ${n}`, { tensor: n });
+      const { dtype, shape } = t.info;
+      const bytes = t.info.end - t.info.begin;
+      if (dtype === 'F16' || dtype === 'BF16') {
+        // Halves converted in chunks: the tensor's halves plus one chunk of file bytes are held, not two copies.
+        const out = new Uint16Array(bytes / 2);
+        for (let o = 0; o < bytes; o += READ_CHUNK) {
+          const len = Math.min(READ_CHUNK, bytes - o);
+          host?.hold(out.byteLength + len);
+          out.set(toHalves(dtype, await st.readPart(n, o, len)), o / 2);
+          host?.release(out.byteLength + len);
+        }
+        return { kind: 'f16', shape, data: out };
+      }
       const raw = await st.read(n);
-      host?.hold(raw.byteLength);
+      host?.hold(2 * raw.byteLength); // file bytes and their f32 widening (at least as large)
       try {
-        const { dtype, shape } = t.info;
-        return dtype === 'F16' || dtype === 'BF16' ? { kind: 'f16', shape, data: toHalves(dtype, raw) } : { kind: 'f32', shape, data: toFloat32(dtype, raw) };
+        return { kind: 'f32', shape, data: toFloat32(dtype, raw) };
       } finally {
-        host?.release(raw.byteLength);
+        host?.release(2 * raw.byteLength);
       }
     },
   };
@@ -141,6 +153,9 @@ function hfStyleConfig(c: DecoderConfig): Record<string, unknown> {
 export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): number {
   return cfg.layers * kvBytesPerTokenLayer(cfg.kvHeads, cfg.headDim, kvDtype);
 }
+
+/** Bytes of a float tensor read per step while converting it to halves (8 MiB, even). */
+const READ_CHUNK = 8 * 2 ** 20;
 
 /** Largest f32 weights kept f32 under `auto` on a software adapter (the emulator paths' size class). */
 const EMULATOR_F32_BYTES = 256 * 2 ** 20;

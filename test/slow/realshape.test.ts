@@ -78,7 +78,7 @@ async function checkAgainstGolden(backend: string, dir: string, open: () => Prom
   }
 }
 
-describe.each(CASES)('%s shape (layers: %i = all) against its PyTorch golden', (model, layers) => {
+describe.each(CASES)('%s shape (%i layers; 0: all of them) against its PyTorch golden', (model, layers) => {
   const backend = TEST_BACKENDS[0]!;
   it(`bf16 safetensors (f16 on the device) on ${backend}`, async () => {
     const dir = checkpoint(model, layers);
