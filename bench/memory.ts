@@ -4,7 +4,8 @@
  * shape, 4 of 16 layers) and each format (bf16 safetensors as written; GGUF Q8_0 of the same
  * weights), the device bytes of the weights against the file's tensor bytes, the KV bytes per
  * token of the plan, the peak host RSS while loading against the largest weight file (RSS
- * sampled every 5 ms, minus the RSS before the load), the loader's own count of held host
+ * sampled every 5 ms, minus the RSS before the load; on CPU emulation device memory is host
+ * memory, so the RSS also holds the device weights: the next column subtracts them), the loader's own count of held host
  * bytes, and the load time. Checkpoints are cached under .cache/realshape/.
  */
 import { execFileSync } from 'node:child_process';
@@ -110,9 +111,9 @@ export async function benchMemory(opts: { backend?: string; log?: (s: string) =>
 
 export function memoryTable(rows: MemoryRow[]): string {
   const mb = (n: number): string => (n / 2 ** 20).toFixed(0);
-  const head = '| model | format | file MiB | device weights MiB | device / file | KV B/token | largest file MiB | peak RSS Δ MiB (÷ largest) | loader held MiB | load s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const head = '| model | format | file MiB | device weights MiB | device / file | KV B/token | largest file MiB | peak RSS Δ MiB (÷ largest) | RSS Δ − device MiB (÷ largest) | loader held MiB | load s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
   const lines = rows.map((r) =>
-    `| ${r.model} | ${r.format} | ${mb(r.fileTensorBytes)} | ${mb(r.deviceWeightBytes)} | ${(r.deviceWeightBytes / r.fileTensorBytes).toFixed(3)} | ${r.kvBytesPerToken} | ${mb(r.largestFileBytes)} | ${mb(r.peakRssDeltaBytes)} (${(r.peakRssDeltaBytes / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakHeldBytes)} | ${(r.loadMs / 1000).toFixed(1)} |`,
+    `| ${r.model} | ${r.format} | ${mb(r.fileTensorBytes)} | ${mb(r.deviceWeightBytes)} | ${(r.deviceWeightBytes / r.fileTensorBytes).toFixed(3)} | ${r.kvBytesPerToken} | ${mb(r.largestFileBytes)} | ${mb(r.peakRssDeltaBytes)} (${(r.peakRssDeltaBytes / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakRssDeltaBytes - r.deviceWeightBytes)} (${((r.peakRssDeltaBytes - r.deviceWeightBytes) / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakHeldBytes)} | ${(r.loadMs / 1000).toFixed(1)} |`,
   );
   return [head, ...lines].join('\n');
 }

@@ -120,6 +120,19 @@ export class WeightUploader {
     this.host = opts.host;
   }
 
+  private flushedAt = 0;
+  /**
+   * Lets the queue retire the staging copies of what was written so far (writeBuffer copies
+   * into staging memory that is released only once submitted work completes): without it a
+   * load that never submits keeps a second, staged copy of every weight until its end.
+   */
+  async settle(everyBytes = 64 * 2 ** 20): Promise<void> {
+    if (this.bytes - this.flushedAt < everyBytes) return;
+    this.flushedAt = this.bytes;
+    this.ctx.device.queue.submit([]);
+    await this.ctx.device.queue.onSubmittedWorkDone();
+  }
+
   /** Runs `f` with `n` more host bytes counted as held (an encoding alive until uploaded). */
   private holding<T>(n: number, f: () => T): T {
     this.host?.hold(n);
@@ -252,6 +265,7 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     return v;
   };
   const embed = done(up.matrix(await get('model.embed_tokens.weight')));
+  await up.settle();
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
@@ -277,6 +291,7 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
       layer.kNorm = done(up.vector(await get(`${p}self_attn.k_norm.weight`)));
     }
     layers.push(layer);
+    await up.settle();
   }
   const norm = done(up.vector(await get('model.norm.weight')));
   const head: LinearWeight =
