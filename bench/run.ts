@@ -29,6 +29,9 @@
  *   run one after another, TTFT under load, KV bytes/token f32 vs q8, prefix-hit speedup.
  *   `--serving-tokens` (default 64 on stories260K, 16 on llama20m) and `--serving-runs`
  *   (default 5 / 1) apply to every model; `--timeout` per case (default 3600 s here);
+ * - `memory` (bench/memory.ts; only with `--only memory`: it writes ~1 GB checkpoints):
+ *   real-shape models per format, device weight bytes vs file bytes, KV bytes/token, peak
+ *   RSS while loading vs the largest file, load time (first `--backends` entry).
  * - `cluster` (bench/cluster.ts): the same reader in-process and as a `weft reader --nats`
  *   process behind one front end: requests/s, TTFT p50 and tok/s at concurrency 1 and 32,
  *   NATS / in-process as ratios (needs `nats-server`; `--quick`: concurrency 1, 8).
@@ -53,7 +56,7 @@ import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import { benchServing, servingTable, type ServingReport } from './serving.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
-const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster'] as const;
+const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster', 'memory'] as const;
 type ModuleName = (typeof MODULES)[number];
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -142,6 +145,13 @@ async function runSpeculative(backends: string[], quick: boolean, log: (s: strin
   return parts.join('\n\n');
 }
 
+async function runMemory(backends: string[], log: (s: string) => void): Promise<string> {
+  const m = await sibling('memory.ts', ['benchMemory', 'memoryTable']);
+  if (typeof m === 'string') return m;
+  if (!m.benchMemory || !m.memoryTable) return '_bench/memory.ts exports no benchMemory() / memoryTable(); skipped._';
+  return m.memoryTable(await m.benchMemory({ backend: backends[0], log })) as string;
+}
+
 /** Runs one module; a failure becomes a line in the report instead of ending the run. */
 async function section(title: string, fn: () => Promise<string>, log: (s: string) => void): Promise<string> {
   try {
@@ -186,7 +196,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const log = (s: string): void => void process.stderr.write(`${s}\n`);
-  const only = (list(values.only) ?? [...MODULES]) as ModuleName[];
+  const only = (list(values.only) ?? MODULES.filter((m) => m !== 'memory')) as ModuleName[];
   for (const m of only) if (!MODULES.includes(m)) throw new Error(`--only: unknown module ${m} (have ${MODULES.join(', ')})`);
   const models = (list(values.models) ?? DEFAULTS.models) as ModelId[];
   for (const m of models) if (!MODEL_IDS.includes(m)) throw new Error(`--models: unknown model ${m} (have ${MODEL_IDS.join(', ')})`);
@@ -257,6 +267,9 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (only.includes('cluster')) {
     sections.push(await section('Readers over NATS vs in-process (bench/cluster.ts)', () => runCluster(quick, log), log));
+  }
+  if (only.includes('memory')) {
+    sections.push(await section('Real-shape model memory (bench/memory.ts)', () => runMemory(backends, log), log));
   }
   if (only.includes('serving')) {
     const each = <T,>(v: T | undefined): Partial<Record<ModelId, T>> | undefined => (v === undefined ? undefined : { stories260K: v, llama20m: v });

@@ -76,6 +76,13 @@ export class UnsupportedModelError extends WeftError {
   }
 }
 
+/** The model (weights + activations + the smallest KV pool) does not fit the device's memory budget. */
+export class ModelTooLargeError extends WeftError {
+  constructor(message: string, details?: Record<string, unknown>) {
+    super('model_too_large', message, details);
+  }
+}
+
 // ---- requests -----------------------------------------------------------
 
 export class InvalidRequestError extends WeftError {

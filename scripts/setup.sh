@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server)
+# python3-torch: scripts/make_realshape.py (the real-shape goldens of the slow test group).
+PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server python3-torch)
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -3,6 +3,10 @@
  *
  *   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T]
  *                 [--top-k K] [--top-p P] [--seed S] [--dtype D] [--backend B] [--json] PROMPT
+ *   weft generate --dry-run [--model DIR_OR_GGUF] [--dtype D] [--backend B] [--json]
+ *                 prints the device memory plan (weights, activations, KV pool, tokens of
+ *                 context) without loading the weights; exits 1 with the numbers when the
+ *                 model does not fit. WEFT_GPU_MEMORY (bytes) sets the device budget.
  *   weft serve    [--config FILE] [--port N] [--model PATH]  (server/main.ts)
  *   weft device   prints the adapter Weft would use
  *   weft pull     ORG/NAME[:FILE.gguf]  downloads a Hub model into the HF cache (server/hub/)
@@ -19,7 +23,8 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { GpuContext } from '../core/gpu/context.ts';
-import { loadDecoder } from '../core/models/load.ts';
+import { loadDecoder, planDecoder } from '../core/models/load.ts';
+import { formatPlan } from '../core/models/memory_plan.ts';
 import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
@@ -33,6 +38,7 @@ const USAGE = `usage:
   weft --version
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
                 [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
+  weft generate --dry-run [--model DIR_OR_GGUF] [--dtype D] [--backend NAME] [--json]
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
   weft pull ORG/NAME[:FILE.gguf]      (HF_HOME, HF_ENDPOINT, HF_TOKEN; --model takes Hub ids too)
@@ -63,9 +69,12 @@ async function generate(argv: string[]): Promise<number> {
       dtype: { type: 'string' },
       backend: { type: 'string' },
       json: { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
     },
   });
   const prompt = positionals.join(' ');
+  const gpuMemory = process.env.WEFT_GPU_MEMORY ? num(process.env.WEFT_GPU_MEMORY, 'WEFT_GPU_MEMORY') : undefined;
+  if (values['dry-run']) return dryRun(values.model, (values.dtype ?? 'auto') as WeightDType, values.backend, !!values.json, gpuMemory);
   if (!prompt) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
@@ -79,6 +88,7 @@ async function generate(argv: string[]): Promise<number> {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
     onProgress: progress,
+    ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}),
   });
   // One request: no warm-up (it would compile shapes this request never runs); the shaders it
   // does compile show in the same bar while the first token is awaited.
@@ -118,6 +128,24 @@ async function generate(argv: string[]): Promise<number> {
   loaded.destroy();
   ctx.destroy();
   return 0;
+}
+
+/** `generate --dry-run`: the memory plan of the model on this device (a refusal throws ModelTooLargeError). */
+async function dryRun(model: string | undefined, dtype: WeightDType, backend: string | undefined, json: boolean, gpuMemory: number | undefined): Promise<number> {
+  const ctx = await GpuContext.create(backend ? { backend } : {});
+  try {
+    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
+    const c = r.cfg;
+    if (json) {
+      process.stdout.write(`${JSON.stringify({ device: ctx.gpu.info.name, architecture: c.architecture, format: r.format, dtype: r.dtype, kv_dtype: r.kvDtype, max_context: r.maxContext, plan: r.plan })}\n`);
+    } else {
+      process.stdout.write(`${c.architecture} (${r.format}, weights ${r.dtype}, KV ${r.kvDtype}) on ${ctx.gpu.info.name} (${ctx.gpu.info.backend})\n`);
+      process.stdout.write(r.plan ? `${formatPlan(r.plan, r.maxContext)}\n` : 'no tensor headers to plan from\n');
+    }
+    return 0;
+  } finally {
+    ctx.destroy();
+  }
 }
 
 async function device(argv: string[]): Promise<number> {

@@ -2,7 +2,8 @@
 // (+ typeTable[typeIds[t], :]). Out-of-range ids / positions / type ids contribute zeros.
 // Defines:
 //   DTYPE = f32 | f16 (two per u32, rows padded to even D) | q8_0 | q4_0 (quants + one
-//           f32 scale per 32 elements; layouts in core/gpu/tensor.ts; D % 32 == 0).
+//           f32 scale per 32 elements; layouts in core/gpu/tensor.ts; D % 32 == 0)
+//           | q4_k | q5_k | q6_k (GGUF super-blocks, D % 256 == 0; _kquant, KQ = DTYPE).
 //   POS=1 / TYPE=1: add the absolute-position / token-type rows (BERT, GPT-2 wpe).
 //   VARIANT=cpu: one invocation per 4-column chunk of an output row (no workgroup memory).
 //   VARIANT=gpu: one workgroup per token, threads stride the row's chunks.
@@ -12,8 +13,13 @@
 @group(0) @binding(1) var<storage, read> ids: array<u32>;      // [T] u32 token ids
 #if DTYPE == f32
 @group(0) @binding(2) var<storage, read> table: array<f32>;    // [V, D] f32
+#elif DTYPE == q4_k || DTYPE == q5_k || DTYPE == q6_k
+@group(0) @binding(2) var<storage, read> kqw: array<u32>;      // [V, D/256 super-blocks] (_kquant layouts)
 #else
 @group(0) @binding(2) var<storage, read> table: array<u32>;    // [V, D] f16 pairs / q8_0 / q4_0 quants
+#endif
+#if DTYPE == q4_k || DTYPE == q5_k || DTYPE == q6_k
+#include _kquant
 #endif
 #if DTYPE == q8_0 || DTYPE == q4_0
 @group(0) @binding(3) var<storage, read> scales: array<f32>;   // [V, D / 32] f32
@@ -56,6 +62,9 @@ fn tok4(r: u32, c0: u32) -> vec4<f32> {
   let sh = select(0u, 4u, j >= 16u);
   let n = vec4<u32>(extractBits(word, sh, 4u), extractBits(word, sh + 8u, 4u), extractBits(word, sh + 16u, 4u), extractBits(word, sh + 24u, 4u));
   return (vec4<f32>(n) - 8.0) * scales[blk];
+#else
+  // K-quants (D % 256 == 0): 4 elements of one super-block.
+  return kq4((r * (p.D / 256u) + c0 / 256u) * KQ_WORDS, c0 % 256u);
 #endif
 }
 

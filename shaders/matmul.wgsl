@@ -4,6 +4,8 @@
 // 4c..4c+3 of a W row, dequantized to vec4<f32>; the cpu kernel has its own decoders.
 // Variants (PipelineKey defines):
 //   WDT  = f32 | f16 (unpack2x16float) | f16n (native f16, device has shader-f16) | q8_0 | q4_0
+//          | q4_k | q5_k | q6_k (GGUF super-blocks as in the file, K % 256 == 0; decoded in
+//          registers by _kquant's kq4(), KQ = WDT; the cpu kernel reads them through wat() too)
 //   VEC  = K % 4 == 0: x (and f32/f16 W) bound with vec4-sized elements; else guarded scalar loads.
 //   KIND = cpu:  no workgroup memory or barriers; each invocation owns MR rows × 8 columns
 //                (fast on SwiftShader / llvmpipe).
@@ -72,8 +74,13 @@ const TW_LOG2: u32 = {{TW_LOG2}}u;
 @group(0) @binding(2) var<storage, read> w: array<vec4<f16>>;     // [N, K/4]
 #elif WDT == f16n
 @group(0) @binding(2) var<storage, read> w: array<f16>;           // [N, K rounded up to even]
+#elif WDT == q4_k || WDT == q5_k || WDT == q6_k
+@group(0) @binding(2) var<storage, read> kqw: array<u32>;         // [N, K/256 blocks of KQ_WORDS words]
 #else
 @group(0) @binding(2) var<storage, read> w: array<u32>;           // q8_0 [N, K/4] (4 int8 each) | q4_0 [N, K/8] (8 nibbles each)
+#endif
+#if WDT == q4_k || WDT == q5_k || WDT == q6_k
+#include _kquant
 #endif
 #if WDT == q8_0 || WDT == q4_0
 @group(0) @binding(3) var<storage, read> ws: array<f32>;          // [N, K/32] block scales
@@ -121,6 +128,8 @@ fn xat(b: u32, c: u32) -> vec4<f32> {
 fn wbase(n: u32) -> u32 {
 #if WTEX
   return p.w4 + n * (p.K / 4u);
+#elif WDT == q4_k || WDT == q5_k || WDT == q6_k
+  return n * (p.K / 256u) * KQ_WORDS;
 #elif VEC && WDT != q4_0
   return n * (p.K / 4u);
 #elif WDT == f32
@@ -171,6 +180,8 @@ fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
                    select(0.0, f32(w[b + k + 2u]), k + 2u < p.K), select(0.0, f32(w[b + k + 3u]), k + 3u < p.K));
 #elif WDT == q8_0
   return q8(w[b + c]) * ws[n * (p.K / 32u) + c / 8u];
+#elif WDT == q4_k || WDT == q5_k || WDT == q6_k
+  return kq4(b + (c / 64u) * KQ_WORDS, (4u * c) % 256u);
 #else
   let j = c % 8u;
   return q4(w[b + (c / 8u) * 4u + (j & 3u)], select(0u, 4u, j >= 4u)) * ws[n * (p.K / 32u) + c / 8u];

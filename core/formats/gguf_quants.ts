@@ -145,7 +145,10 @@ export const GGML_TYPES = {
 export type GgmlTypeName = keyof typeof GGML_TYPES;
 
 /** Types `dequantizeGguf` handles. */
-export const DEQUANTIZABLE: readonly GgmlTypeName[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+export const DEQUANTIZABLE: readonly GgmlTypeName[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ4_NL', 'IQ4_XS'];
+
+/** ggml's kvalues_iq4nl: the 16 non-uniform levels of IQ4_NL / IQ4_XS. */
+const IQ4NL = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
 const BY_ID = new Map<number, GgmlTypeName>(
   Object.entries(GGML_TYPES).map(([k, v]) => [v.id, k as GgmlTypeName]),
@@ -236,6 +239,85 @@ export function dequantizeGguf(type: GgmlTypeName | number, bytes: Uint8Array, n
           for (let l = 0; l < 32; l++) {
             y[out + l] = fr(d1 * (b[q + l]! & 0xf)) - mm1;
             y[out + 32 + l] = fr(d2 * (b[q + l]! >> 4)) - mm2;
+          }
+        }
+      }
+      return y;
+    case 'Q3_K': {
+      // block (110 B / 256 elems): hmask u8[32], qs u8[64] (2 bits each), scales u8[12] (16 x 6-bit,
+      // offset 32), d f16. Per 128 elements: 4 shifts of the same 32 qs bytes; hmask bit m clear
+      // subtracts 4. y = d * (sc - 32) * q.
+      const sc = new Int8Array(16);
+      for (let i = 0, o = 0; i < n; i += 256, o += 110) {
+        const d = h16(o + 108);
+        const s = (k: number): number => b[o + 96 + k]!;
+        for (let k = 0; k < 16; k++) {
+          const low = k < 8 ? s(k) & 0xf : s(k - 8) >> 4;
+          const high = (s(8 + (k % 4)) >> (2 * Math.floor(k / 4))) & 3;
+          sc[k] = (low | (high << 4)) - 32;
+        }
+        let is = 0;
+        let m = 1;
+        for (let half = 0; half < 2; half++) {
+          const q = o + 32 + 32 * half;
+          for (let j = 0; j < 4; j++) {
+            const shift = 2 * j;
+            for (let part = 0; part < 2; part++) {
+              const dl = fr(d * sc[is++]!);
+              for (let l = 0; l < 16; l++) {
+                const ll = l + 16 * part;
+                const v = ((b[q + ll]! >> shift) & 3) - (b[o + ll]! & m ? 0 : 4);
+                y[i + 128 * half + 32 * j + ll] = dl * v;
+              }
+            }
+            m <<= 1;
+          }
+        }
+      }
+      return y;
+    }
+    case 'IQ4_NL': // block (18 B / 32): d f16, qs u8[16]; byte j = elem j (low) | elem j+16 (high); y = d * kvalues[nibble]
+      for (let i = 0, o = 0; i < n; i += 32, o += 18) {
+        const d = h16(o);
+        for (let j = 0; j < 16; j++) {
+          y[i + j] = d * IQ4NL[b[o + 2 + j]! & 0xf]!;
+          y[i + j + 16] = d * IQ4NL[b[o + 2 + j]! >> 4]!;
+        }
+      }
+      return y;
+    case 'IQ4_XS':
+      // block (136 B / 256 elems): d f16, scales_h u16 (2 bits per sub-block), scales_l u8[4] (4 bits
+      // per sub-block), qs u8[128]; 8 sub-blocks of 32 as IQ4_NL with scale d * (ls - 32).
+      for (let i = 0, o = 0; i < n; i += 256, o += 136) {
+        const d = h16(o);
+        const sh = b[o + 2]! | (b[o + 3]! << 8);
+        for (let ib = 0; ib < 8; ib++) {
+          const ls = ((b[o + 4 + (ib >> 1)]! >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4);
+          const dl = fr(d * (ls - 32));
+          const q = o + 8 + 16 * ib;
+          for (let j = 0; j < 16; j++) {
+            y[i + 32 * ib + j] = dl * IQ4NL[b[q + j]! & 0xf]!;
+            y[i + 32 * ib + j + 16] = dl * IQ4NL[b[q + j]! >> 4]!;
+          }
+        }
+      }
+      return y;
+    case 'Q5_K':
+      // block (176 B / 256 elems): d f16, dmin f16, scales u8[12] (as Q4_K), qh u8[32], qs u8[128].
+      // As Q4_K, plus bit (2k) of qh[l] (low nibbles) or bit (2k+1) (high) adding 16 to q.
+      for (let i = 0, o = 0; i < n; i += 256, o += 176) {
+        const d = h16(o);
+        const dmin = h16(o + 2);
+        for (let k = 0; k < 4; k++) {
+          const [sc1, m1] = scaleMinK4(2 * k, b, o + 4);
+          const [sc2, m2] = scaleMinK4(2 * k + 1, b, o + 4);
+          const d1 = fr(d * sc1), mm1 = fr(dmin * m1), d2 = fr(d * sc2), mm2 = fr(dmin * m2);
+          const q = o + 48 + 32 * k;
+          const out = i + 64 * k;
+          for (let l = 0; l < 32; l++) {
+            const h = b[o + 16 + l]!;
+            y[out + l] = fr(d1 * ((b[q + l]! & 0xf) + ((h >> (2 * k)) & 1) * 16)) - mm1;
+            y[out + 32 + l] = fr(d2 * ((b[q + l]! >> 4) + ((h >> (2 * k + 1)) & 1) * 16)) - mm2;
           }
         }
       }

@@ -150,6 +150,11 @@ export interface HfToGgufOptions {
   tokenizer: unknown;
   /** tokenizer_config.json, for add_bos_token / add_eos_token. */
   tokenizerConfig?: unknown;
+  /**
+   * Already-encoded blocks for some HF-named 2-D tensors (e.g. Q4_K from randomKQuantBlocks), in
+   * HF row order; written as given (q/k rows permuted for llama files), overriding `tensors`.
+   */
+  raw?: Map<string, { type: GgmlTypeName; raw: Uint8Array }>;
   /** Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. */
   type?: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0';
   name?: string;
@@ -212,6 +217,15 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     if (permuted && m) {
       const nH = m[1] === 'q' ? c.heads : c.kvHeads;
       data = permuteQK(data, nH, c.headDim, t.shape.length > 1 ? t.shape[t.shape.length - 1]! : 1);
+    }
+    const r = opts.raw?.get(hfName);
+    if (r) {
+      const name = hfToGgufName(hfName);
+      if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
+      const rows = t.shape[0]!;
+      const raw = permuted && m ? permuteQK(r.raw, m[1] === 'q' ? c.heads : c.kvHeads, c.headDim, r.raw.byteLength / rows) : r.raw;
+      out.push({ name, shape: t.shape, type: r.type, raw });
+      continue;
     }
     add(hfName, data, t.shape);
   }

@@ -10,7 +10,7 @@
  * garbage. Only the header is read eagerly; tensor data is read per tensor.
  */
 import { ModelFormatError, UnsupportedModelError } from '../errors.ts';
-import { decodeBF16, decodeF16, decodeF32 } from './gguf_quants.ts';
+import { bf16ToF32, decodeBF16, decodeF16, decodeF32, f32ToF16 } from './gguf_quants.ts';
 import { normalizeModelPath, readJson, type ByteSource, type ModelSource } from './source.ts';
 
 /** Bytes per element of each supported dtype. */
@@ -31,6 +31,8 @@ export interface SafetensorsFile {
   metadata: Record<string, string>;
   /** Raw little-endian bytes of one tensor. */
   read(name: string): Promise<Uint8Array>;
+  /** `length` bytes of one tensor's data from byte `offset`. */
+  readPart(name: string, offset: number, length: number): Promise<Uint8Array>;
 }
 
 /** Largest header accepted (the reference implementation's limit). */
@@ -124,7 +126,15 @@ export async function openSafetensors(src: ByteSource, what = 'file'): Promise<S
   } catch (e) {
     fail(`${what}: header is not valid JSON (${(e as Error).message})`);
   }
-  const { tensors, metadata } = parseSafetensorsHeader(json, 8 + n, src.size);
+  let parsed: ReturnType<typeof parseSafetensorsHeader>;
+  try {
+    parsed = parseSafetensorsHeader(json, 8 + n, src.size);
+  } catch (e) {
+    // Name the file: in a sharded checkpoint the tensor alone does not say which shard is bad.
+    if (e instanceof ModelFormatError) throw new ModelFormatError(`${e.message} (in ${what})`, { ...(e.details ?? {}), file: what });
+    throw e;
+  }
+  const { tensors, metadata } = parsed;
   return {
     tensors,
     metadata,
@@ -132,6 +142,12 @@ export async function openSafetensors(src: ByteSource, what = 'file'): Promise<S
       const t = tensors.get(name);
       if (!t) throw new ModelFormatError(`safetensors: no tensor ${name} in ${what}`, { tensor: name });
       return src.read(t.begin, t.end - t.begin);
+    },
+    async readPart(name, offset, length) {
+      const t = tensors.get(name);
+      if (!t) throw new ModelFormatError(`safetensors: no tensor ${name} in ${what}`, { tensor: name });
+      if (offset < 0 || length < 0 || offset + length > t.end - t.begin) throw new ModelFormatError(`safetensors: bytes ${offset}+${length} are outside tensor ${name} in ${what}`, { tensor: name });
+      return src.read(t.begin + offset, length);
     },
   };
 }
@@ -143,6 +159,8 @@ export interface SafetensorsModel {
   metadata: Record<string, unknown>;
   files: string[];
   read(name: string): Promise<Uint8Array>;
+  /** `length` bytes of a tensor's data from byte `offset` (streaming conversions). */
+  readPart(name: string, offset: number, length: number): Promise<Uint8Array>;
 }
 
 export const SAFETENSORS_INDEX = 'model.safetensors.index.json';
@@ -191,6 +209,11 @@ export async function openSafetensorsModel(ms: ModelSource): Promise<Safetensors
       if (!t) throw new ModelFormatError(`safetensors: ${ms.name} has no tensor ${name}`, { tensor: name });
       return opened.get(t.file)!.read(name);
     },
+    async readPart(name, offset, length) {
+      const t = tensors.get(name);
+      if (!t) throw new ModelFormatError(`safetensors: ${ms.name} has no tensor ${name}`, { tensor: name });
+      return opened.get(t.file)!.readPart(name, offset, length);
+    },
   };
 }
 
@@ -212,6 +235,32 @@ export function toFloat32(dtype: SafetensorsDType, bytes: Uint8Array): Float32Ar
         dtype,
       });
   }
+}
+
+let bf16Lut: Uint16Array | null = null;
+/** bf16 bits -> f16 bits, all 65,536 of them (round to nearest even; beyond ±65504: ±inf, as f32ToF16). */
+function bf16ToF16Table(): Uint16Array {
+  if (!bf16Lut) {
+    bf16Lut = new Uint16Array(65536);
+    for (let b = 0; b < 65536; b++) bf16Lut[b] = f32ToF16(bf16ToF32(b));
+  }
+  return bf16Lut;
+}
+
+/**
+ * F16 / BF16 tensor bytes -> IEEE half bits (a fresh array), without an f32 detour: a bf16
+ * weight becomes the nearest f16 (bf16 has 8 mantissa bits, f16 10, so every bf16 value in
+ * f16's range is exact; below 2^-14 it is rounded to an f16 subnormal, above 65504 it is inf —
+ * real checkpoints keep their matrices far inside that range).
+ */
+export function toHalves(dtype: 'F16' | 'BF16', bytes: Uint8Array): Uint16Array {
+  const n = bytes.byteLength >>> 1;
+  const src = bytes.byteOffset % 2 === 0 ? new Uint16Array(bytes.buffer, bytes.byteOffset, n) : new Uint16Array(bytes.slice().buffer, 0, n);
+  if (dtype === 'F16') return src.slice();
+  const lut = bf16ToF16Table();
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) out[i] = lut[src[i]!]!;
+  return out;
 }
 
 export interface SafetensorsTensorInput {

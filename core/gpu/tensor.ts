@@ -11,9 +11,11 @@
  *   q4_0 — GGUF Q4_0 repacked: `data` holds 16 bytes per block in GGUF order
  *          (byte j: low nibble = element j, high nibble = element j+16),
  *          `scales` one f32 per block. Quant value = nibble - 8.
+ *   q4_k / q5_k / q6_k — GGUF K-quant super-blocks of 256 elements as in the file
+ *          (Q6_K padded from 210 to 212 bytes per block; core/ops/quant_k.ts), no `scales`.
  *   u32/i32 — 4 bytes per element (token ids, positions, block tables).
  */
-export type DType = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'u32' | 'i32';
+export type DType = 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k' | 'u32' | 'i32';
 
 export interface Tensor {
   readonly buffer: GPUBuffer;
@@ -43,6 +45,12 @@ export function byteLength(shape: readonly number[], dtype: DType): number {
       return rows * (cols / QK) * QK;
     case 'q4_0':
       return rows * (cols / QK) * (QK / 2);
+    case 'q4_k':
+      return rows * (cols / 256) * 144;
+    case 'q5_k':
+      return rows * (cols / 256) * 176;
+    case 'q6_k':
+      return rows * (cols / 256) * 212;
     default:
       return n * 4;
   }

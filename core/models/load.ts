@@ -4,16 +4,20 @@
  * GPU context, and builds the engine around it.
  *
  * Geometry defaults: KV blocks of 16 tokens; the pool size comes from
- * `kvCacheBytes` (default: enough for `maxSeqs` full-context sequences, capped
- * at 256 MiB), so `WEFT_PAGE_CACHE_SIZE` maps straight onto it. The block
- * count for that budget uses the real bytes per token of the KV dtype
- * (`kvCacheDtype: 'q8'` holds ~4x the tokens of f32 at realistic head sizes).
+ * `kvCacheBytes` (page_cache_size) or, by default, from the device memory plan
+ * (memory_plan.ts): what the device budget leaves after weights, activations
+ * and a reserve, up to `maxSeqs` full-context sequences. A model that cannot
+ * fit is refused (ModelTooLargeError) before anything is allocated. The block
+ * count uses the real bytes per token of the KV dtype (`kvCacheDtype: 'q8'`
+ * holds ~4x the tokens of f32 at realistic head sizes). Float checkpoints are
+ * stored as f16 under `auto` (f32 where the decode megakernel runs the model).
  */
 import { Engine } from '../engine/engine.ts';
 import { KvCacheManager } from '../engine/kv_cache.ts';
 import { Runner } from '../engine/runner.ts';
 import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type GenerationDefaults } from '../formats/hf_config.ts';
-import { openSafetensorsModel, toFloat32 } from '../formats/safetensors.ts';
+import { openSafetensorsModel, toFloat32, toHalves } from '../formats/safetensors.ts';
+import { ModelFormatError } from '../errors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { megakernelEligibility, megakernelModeFromEnv, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
@@ -21,11 +25,14 @@ import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { openGgufWeights } from './gguf_weights.ts';
-import type { WeightDType, WeightSource } from './host_tensor.ts';
+import { HostBytes, type HostTensor, type WeightDType, type WeightSource } from './host_tensor.ts';
 import { LlamaModel } from './llama/forward.ts';
 import { isLlavaConfig, llavaParts } from './llava/load.ts';
 import type { LlavaVision } from './llava/vision.ts';
-import { destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
+import { describeAdapter, probeDeviceMemory } from '../gpu/memory_probe.ts';
+import { estimateWeightBytes, planDecoderMemory } from './decoder_plan.ts';
+import { deviceBudget, type DeviceBudget, type MemoryPlan } from './memory_plan.ts';
+import { checkLlamaShapes, destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
 import type { ProgressCallback } from '../engine/progress.ts';
 import { warmUp } from '../engine/warmup.ts';
@@ -47,6 +54,7 @@ function withProgress(src: WeightSource, layers: number, startedAt: number, onPr
   return {
     src: {
       has: (n) => src.has(n),
+      ...(src.info ? { info: (n: string) => src.info!(n) } : {}),
       async load(n) {
         const t = await src.load(n);
         const m = /layers\.(\d+)\./.exec(n);
@@ -68,8 +76,10 @@ export interface LoadOptions {
   maxSeqs?: number;
   /** Context limit (default: the model's max positions). */
   maxContext?: number;
-  /** KV-cache pool size in bytes. */
+  /** KV-cache pool size in bytes (default: what the device budget leaves, up to maxSeqs full contexts; memory_plan.ts). */
   kvCacheBytes?: number;
+  /** Device memory budget in bytes, as configured by the operator (server config / WEFT_GPU_MEMORY); default: probed or a default. */
+  gpuMemoryBytes?: number;
   blockSize?: number;
   prefixCaching?: boolean;
   /** Logit rows per step (default maxSeqs); a target verifying k draft tokens needs maxSeqs * (k + 1). */
@@ -87,6 +97,15 @@ export interface LoadOptions {
   onProgress?: ProgressCallback;
 }
 
+export interface LoadStats {
+  /** Most host bytes the loader held at once (tensors read, converted, fused, encoded: HostBytes). */
+  peakHostBytes: number;
+  /** Device bytes of the weights. */
+  deviceWeightBytes: number;
+  /** Wall time of the weight load (read, convert, upload), ms. */
+  loadMs: number;
+}
+
 export interface LoadedDecoder {
   cfg: DecoderConfig;
   generation: GenerationDefaults;
@@ -100,17 +119,50 @@ export interface LoadedDecoder {
   rawConfig: Record<string, unknown>;
   /** Image-to-text models (LLaVA): the image encoder; absent for text-only models. */
   vision?: LlavaVision;
+  /** What the weight load cost: host bytes held at peak, device bytes, wall time. */
+  loadStats: LoadStats;
+  /** The device memory plan the KV pool was sized by. */
+  memoryPlan: MemoryPlan;
   destroy(): void;
 }
 
-async function safetensorsWeights(ms: ModelSource): Promise<WeightSource> {
+/**
+ * A safetensors checkpoint (sharded or not) as a WeightSource: each tensor is read from its
+ * shard by byte range when asked for (shards are never read whole); F16 / BF16 tensors arrive
+ * as f16 halves, others as f32. `host` counts the file bytes held during a conversion.
+ */
+async function safetensorsWeights(ms: ModelSource, host?: HostBytes): Promise<WeightSource & { files: string[] }> {
   const st = await openSafetensorsModel(ms);
   return {
+    files: st.files,
     has: (n) => st.tensors.has(n),
-    async load(n) {
+    info: (n) => {
       const t = st.tensors.get(n);
-      if (!t) throw new Error(`missing tensor ${n}`);
-      return { kind: 'f32', shape: t.info.shape, data: toFloat32(t.info.dtype, await st.read(n)) };
+      return t ? { shape: t.info.shape, file: t.file, type: t.info.dtype } : undefined;
+    },
+    async load(n): Promise<HostTensor> {
+      const t = st.tensors.get(n);
+      if (!t) throw new ModelFormatError(`missing tensor ${n}`, { tensor: n });
+      const { dtype, shape } = t.info;
+      const bytes = t.info.end - t.info.begin;
+      if (dtype === 'F16' || dtype === 'BF16') {
+        // Halves converted in chunks: the tensor's halves plus one chunk of file bytes are held, not two copies.
+        const out = new Uint16Array(bytes / 2);
+        for (let o = 0; o < bytes; o += READ_CHUNK) {
+          const len = Math.min(READ_CHUNK, bytes - o);
+          host?.hold(out.byteLength + len);
+          out.set(toHalves(dtype, await st.readPart(n, o, len)), o / 2);
+          host?.release(out.byteLength + len);
+        }
+        return { kind: 'f16', shape, data: out };
+      }
+      const raw = await st.read(n);
+      host?.hold(2 * raw.byteLength); // file bytes and their f32 widening (at least as large)
+      try {
+        return { kind: 'f32', shape, data: toFloat32(dtype, raw) };
+      } finally {
+        host?.release(2 * raw.byteLength);
+      }
     },
   };
 }
@@ -141,8 +193,37 @@ export function kvBytesPerToken(cfg: DecoderConfig, kvDtype: KvDtype = 'f32'): n
   return cfg.layers * kvBytesPerTokenLayer(cfg.kvHeads, cfg.headDim, kvDtype);
 }
 
-export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
-  const startedAt = performance.now();
+/** Bytes of a float tensor read per step while converting it to halves (8 MiB, even). */
+const READ_CHUNK = 8 * 2 ** 20;
+
+/** Largest f32 weights kept f32 under `auto` on a software adapter (the emulator paths' size class). */
+const EMULATOR_F32_BYTES = 256 * 2 ** 20;
+
+/** Probe ceiling: more device memory than any single accelerator has today. */
+const PROBE_CAP = 256 * 2 ** 30;
+const probed = new WeakMap<GpuContext, number>();
+
+/** The device budget: configured, else a probe on hardware adapters (once per context), else the default. */
+export async function resolveBudget(ctx: GpuContext, configured?: number): Promise<DeviceBudget> {
+  if (configured && configured > 0) return deviceBudget(describeAdapter(ctx.gpu), configured);
+  if (ctx.gpu.info.isCpu) return deviceBudget(describeAdapter(ctx.gpu));
+  let p = probed.get(ctx);
+  if (p === undefined) probed.set(ctx, (p = await probeDeviceMemory(ctx.device, PROBE_CAP)));
+  return deviceBudget(describeAdapter(ctx.gpu, p));
+}
+
+/** A checkpoint opened for loading: config, tokenizer and a weight source (headers read, no tensor data). */
+interface OpenedDecoder {
+  cfg: DecoderConfig;
+  generation: GenerationDefaults;
+  tokenizer: Tokenizer;
+  weights: WeightSource;
+  format: LoadedDecoder['format'];
+  rawConfig: Record<string, unknown>;
+  loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null;
+}
+
+async function openDecoder(ctx: GpuContext, ms: ModelSource, host: HostBytes): Promise<OpenedDecoder> {
   let cfg: DecoderConfig;
   let generation: GenerationDefaults;
   let tokenizer: Tokenizer;
@@ -166,27 +247,31 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
       ? parseGenerationConfig(await ms.readText('generation_config.json'))
       : { eosTokenIds: cfg.eosTokenIds };
     tokenizer = await loadTokenizerFromSource(ms);
-    weights = llava ? llava.text : await safetensorsWeights(ms);
+    weights = llava ? llava.text : await safetensorsWeights(ms, host);
     loadVision = llava ? (dtype) => llava.vision(ctx, dtype) : null;
     format = 'safetensors';
   }
+  return { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
+}
+
+/** Geometry, weight dtype and the preflight memory plan of an opened decoder (nothing allocated). */
+async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptions) {
+  const { cfg, weights, format } = o;
   const blockSize = opts.blockSize ?? 16;
   const maxContext = Math.min(opts.maxContext ?? cfg.maxPositions, cfg.maxPositions);
   const maxSeqs = opts.maxSeqs ?? 16;
   const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
   const kvDtype = opts.kvCacheDtype ?? 'f32';
   if (kvDtype === 'q8' && cfg.headDim % 4 !== 0) throw new Error(`kvCacheDtype q8 needs headDim % 4 == 0 (got ${cfg.headDim})`);
-  const perBlock = kvBytesPerToken(cfg, kvDtype) * blockSize;
-  const wanted = opts.kvCacheBytes ?? Math.min(256 * 2 ** 20, maxSeqs * maxBlocksPerSeq * perBlock);
-  const numBlocks = Math.max(maxBlocksPerSeq, Math.floor(wanted / perBlock));
-  const geometry: StepGeometry = {
-    maxTokens: opts.maxTokensPerStep ?? 256,
-    maxSeqs,
-    numBlocks,
-    blockSize,
-    maxBlocksPerSeq,
-    ...(opts.maxLogitRows ? { maxLogitRows: Math.max(opts.maxLogitRows, maxSeqs) } : {}),
-  };
+  const maxTokens = opts.maxTokensPerStep ?? 256;
+  const logitRows = opts.maxLogitRows ? Math.max(opts.maxLogitRows, maxSeqs) : maxSeqs;
+  // Device memory: the budget (configured, else probed on hardware adapters, else a default),
+  // and the plan — checked before any allocation with the weights estimated from the headers,
+  // then sized with the weights' real bytes (memory_plan.ts).
+  const adapter = describeAdapter(ctx.gpu);
+  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes);
+  const planFor = (weightBytes: number): MemoryPlan =>
+    planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
   // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
   // them whole; the generic path reads the same buffer through tensor offsets).
   const tuning = megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv());
@@ -214,9 +299,67 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const megakernelRuns = asF32.support === null && asF32.budget === null;
   const dtype: WeightDType = requested === 'auto' && format === 'gguf' && megakernelRuns ? 'f32' : requested;
   const pack = eligibility(dtype === 'f32' || (dtype === 'auto' && format === 'safetensors')).support === null;
+  // Shapes against the config from the headers, before anything is allocated on the device.
+  checkLlamaShapes(cfg, weights);
+  // `auto` stores float checkpoints (bf16 / f16 / f32) as f16 — as compact as bf16 files — except
+  // where the decode megakernel runs the model (small models on emulators: f32, packed). A reader
+  // asking for `f32` gets f32.
+  // f32 also where the existing CPU-emulation paths apply to the model (software adapter, f32
+  // weights of at most 256 MiB: texture weights on llvmpipe read f32 only); f16 elsewhere.
+  const floatAs: 'f32' | 'f16' =
+    pack || dtype === 'f32' || (ctx.gpu.info.isCpu && packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')) <= EMULATOR_F32_BYTES) ? 'f32' : 'f16';
+  const estimate = estimateWeightBytes(cfg, weights, dtype, floatAs);
+  const preflight = estimate !== null ? planFor(estimate) : null;
+  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, preflight, estimate };
+}
+
+/** What `weft generate --dry-run` prints: the plan for a model on this device, without loading its weights. */
+export interface DecoderPlanReport {
+  cfg: DecoderConfig;
+  format: LoadedDecoder['format'];
+  /** Weight dtype under the options (`auto` resolved per tensor: see estimateWeightBytes). */
+  dtype: WeightDType;
+  kvDtype: KvDtype;
+  maxContext: number;
+  maxSeqs: number;
+  /** Null when the source has no headers to estimate from. */
+  plan: MemoryPlan | null;
+}
+
+/** Opens the checkpoint's headers and plans its device memory; throws ModelTooLargeError when it cannot fit. */
+export async function planDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<DecoderPlanReport> {
+  const o = await openDecoder(ctx, ms, new HostBytes());
+  const p = await prepareDecoder(ctx, o, opts);
+  return { cfg: o.cfg, format: o.format, dtype: p.dtype, kvDtype: p.kvDtype, maxContext: p.maxContext, maxSeqs: p.maxSeqs, plan: p.preflight };
+}
+
+export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
+  const startedAt = performance.now();
+  const host = new HostBytes();
+  const { cfg, generation, tokenizer, weights, format, rawConfig, loadVision } = await openDecoder(ctx, ms, host);
+  const o = { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
+  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
+  const t0 = Date.now();
   const progress = withProgress(weights, cfg.layers, startedAt, opts.onProgress);
-  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack });
+  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host });
   progress.finish();
+  let memoryPlan: MemoryPlan;
+  try {
+    memoryPlan = planFor(w.bytes);
+  } catch (e) {
+    destroyLlamaWeights(w);
+    throw e;
+  }
+  const numBlocks = memoryPlan.kvBlocks;
+  const geometry: StepGeometry = {
+    maxTokens,
+    maxSeqs,
+    numBlocks,
+    blockSize,
+    maxBlocksPerSeq,
+    ...(opts.maxLogitRows ? { maxLogitRows: logitRows } : {}),
+  };
+  const loadStats: LoadStats = { peakHostBytes: host.peak, deviceWeightBytes: w.bytes, loadMs: Date.now() - t0 };
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
@@ -238,6 +381,8 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     geometry,
     format,
     rawConfig,
+    loadStats,
+    memoryPlan,
     ...(vision ? { vision } : {}),
     destroy() {
       vision?.destroy();

@@ -2,8 +2,8 @@
  * Token embedding: out[t, :] = table[ids[t], :] * scale, plus optional learned absolute
  * position rows posTable[positions[t], :] (GPT-2 wpe, BERT) and token-type rows
  * typeTable[typeIds[t], :] (BERT). `scale` multiplies only the token rows (Gemma: sqrt(D)).
- * Shapes: ids, positions, typeIds [T] u32; table [V, D] f32 | f16 | q8_0 | q4_0
- * (quantized: D % 32 == 0); posTable [P, D], typeTable [TT, D] f32; out [T, D] f32.
+ * Shapes: ids, positions, typeIds [T] u32; table [V, D] f32 | f16 | q8_0 | q4_0 | q4_k | q5_k | q6_k
+ * (quantized: D % 32 == 0; K-quants: D % 256 == 0); posTable [P, D], typeTable [TT, D] f32; out [T, D] f32.
  * Ids >= V, positions >= P and type ids >= TT contribute zeros. Reference: embedding.ref.ts.
  */
 import type { Recorder } from '../gpu/recorder.ts';
@@ -11,6 +11,7 @@ import { numel, QK, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
+import { isKQuant, QK_K } from './quant_k.ts';
 
 const layout = uniformLayout([
   ['T', 'u32'], // tokens
@@ -34,7 +35,8 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
   const [V, D] = [table.shape[0]!, table.shape[table.shape.length - 1]!];
   const T = numel(ids.shape);
   const quant = table.dtype === 'q8_0' || table.dtype === 'q4_0';
-  if (!['f32', 'f16', 'q8_0', 'q4_0'].includes(table.dtype)) throw new Error(`embedding: unsupported table dtype ${table.dtype}`);
+  if (!['f32', 'f16', 'q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k'].includes(table.dtype)) throw new Error(`embedding: unsupported table dtype ${table.dtype}`);
+  if (isKQuant(table.dtype) && D % QK_K !== 0) throw new Error(`embedding: ${table.dtype} table needs D % ${QK_K} == 0`);
   if (quant && (D % QK !== 0 || !table.scales)) throw new Error(`embedding: ${table.dtype} table needs D % ${QK} == 0 and scales`);
   if (numel(out.shape) !== T * D) throw new Error(`embedding: out ${out.shape} != [${T}, ${D}]`);
   const pos = !!opts.posTable;
@@ -56,7 +58,7 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
   const WG = 64;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'embedding',
-    defines: { WG, VARIANT: variant, DTYPE: table.dtype, POS: pos, TYPE: type, B_POS, B_PT, B_TY, B_TT, B_OUT },
+    defines: { WG, VARIANT: variant, DTYPE: table.dtype, KQ: table.dtype, POS: pos, TYPE: type, B_POS, B_PT, B_TY, B_TT, B_OUT },
     layout,
   });
   const params = {

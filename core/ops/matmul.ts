@@ -1,7 +1,8 @@
 /**
  * Linear layer: y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]), optionally accumulated into y
  * (y += ...) so a residual add fuses into the output projection.
- * Shapes: x [..., K] f32 (M = product of leading dims), W [N, K] f32|f16|q8_0|q4_0
+ * Shapes: x [..., K] f32 (M = product of leading dims), W [N, K] f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k
+ * (K-quants: the file's 256-element super-blocks, K % 256 == 0, decoded in registers; quant_k.ts)
  * (layouts in core/gpu/tensor.ts), bias [N] f32, y [..., N] f32. y must not alias x or W.
  * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: gemv reduction for M <= 8,
  * shared-memory tiles above). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
@@ -16,6 +17,7 @@ import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
 import type { KvTexture } from './kv_write.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
+import { isKQuant, QK_K, type KQuantDType } from './quant_k.ts';
 
 export interface LinearWeight {
   /** [N, K] dtype f32 | f16 | q8_0 | q4_0. */
@@ -142,7 +144,7 @@ function cpuRows(M: number): number {
 }
 
 /** Weight format as the shader sees it: f16n = native f16 loads (device has shader-f16). */
-export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0';
+export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0' | KQuantDType;
 
 /** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope). */
 export interface MatmulFusion {
@@ -191,7 +193,7 @@ export function matmulPlan(
     WG = 64;
     groups = ceilDiv(M, 32) * ceilDiv(N, 32);
   }
-  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO };
+  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO, ...(isKQuant(wdt) ? { KQ: wdt } : {}) };
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
   const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
@@ -236,13 +238,15 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   if (quant) {
     if (K % QK !== 0) throw new Error(`matmul: ${w.dtype} weights need K % ${QK} == 0, got K = ${K}`);
     if (!w.scales) throw new Error(`matmul: ${w.dtype} weight has no scales buffer`);
+  } else if (isKQuant(w.dtype)) {
+    if (K % QK_K !== 0) throw new Error(`matmul: ${w.dtype} weights need K % ${QK_K} == 0, got K = ${K}`);
   } else if (w.dtype !== 'f32' && w.dtype !== 'f16') {
     throw new Error(`matmul: unsupported weight dtype ${w.dtype}`);
   }
   if (M === 0 || N === 0) return;
 
   const ctx = rec.ctx;
-  const wdt: MatmulWdt = w.dtype === 'f16' && ctx.gpu.caps.f16 ? 'f16n' : w.dtype;
+  const wdt = (w.dtype === 'f16' && ctx.gpu.caps.f16 ? 'f16n' : w.dtype) as MatmulWdt;
   const variant = opts.variant ?? ctx.variant;
   const flags = (bias ? 1 : 0) | (opts.accumulate ? 2 : 0);
   const wt = opts.wTexture;

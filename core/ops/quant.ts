@@ -10,6 +10,7 @@
  */
 import type { GpuContext } from '../gpu/context.ts';
 import { QK, type DType, type Tensor } from '../gpu/tensor.ts';
+import { dequantizeKQuant, isKQuant } from './quant_k.ts';
 
 /** Quantized weight on the CPU: quants plus one f32 scale per 32-element block. */
 export interface QuantBlocks {
@@ -139,6 +140,8 @@ export function dequantize(dtype: DType, src: QuantBlocks | Uint32Array | Float3
         out[b * QK + j] = d * q;
       }
     }
+  } else if (isKQuant(dtype)) {
+    out.set(dequantizeKQuant(dtype, (src as QuantBlocks).data, rows, cols));
   } else {
     throw new Error(`dequantize: unsupported dtype ${dtype}`);
   }
@@ -168,6 +171,6 @@ export function uploadWeight(ctx: GpuContext, src: Float32Array, rows: number, c
 
 /** Uploads an already encoded weight (from `encodeWeight` or a GGUF repack). */
 export function uploadEncoded(ctx: GpuContext, enc: QuantBlocks | Uint32Array | Float32Array, rows: number, cols: number, dtype: DType): Tensor {
-  if ('scales' in enc) return ctx.tensor(enc.data, [rows, cols], dtype, enc.scales);
+  if ('scales' in enc) return isKQuant(dtype) ? ctx.tensor(enc.data, [rows, cols], dtype) : ctx.tensor(enc.data, [rows, cols], dtype, enc.scales);
   return ctx.tensor(enc, [rows, cols], dtype);
 }

@@ -10,7 +10,7 @@ import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
-import { loadDecoder } from '../../core/models/load.ts';
+import { loadDecoder, resolveBudget } from '../../core/models/load.ts';
 import { openModelPath } from '../fs_source.ts';
 import { ensureUseLite } from '../models/use_lite.ts';
 import { progressReporter } from '../progress.ts';
@@ -27,11 +27,15 @@ export interface ReaderInit {
   spec: ReaderSpec;
 }
 
-/** GPU memory budget that `X%` page-cache sizes refer to (WebGPU exposes no memory size). */
-function memoryBudget(ctx: GpuContext): number {
+/** The operator's GPU memory budget (WEFT_GPU_MEMORY, bytes), if set. */
+function configuredMemory(): number | undefined {
   const env = process.env.WEFT_GPU_MEMORY;
-  if (env && Number.isFinite(Number(env))) return Number(env);
-  return Math.min(ctx.gpu.limits.maxBufferSize * 4, 8 * 2 ** 30);
+  return env && Number.isFinite(Number(env)) && Number(env) > 0 ? Number(env) : undefined;
+}
+
+/** GPU memory budget that `X%` page-cache sizes refer to: configured, else probed / default (core/models/memory_plan.ts). */
+async function memoryBudget(ctx: GpuContext): Promise<number> {
+  return (await resolveBudget(ctx, configuredMemory())).bytes;
 }
 
 /**
@@ -53,7 +57,7 @@ export async function openReader(
     const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
     const type = await readerTypeOf(ms, spec.type);
     if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
-    const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, memoryBudget(ctx)) : undefined;
+    const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, await memoryBudget(ctx)) : undefined;
     const mode = spec.warmup ?? 'auto';
     const loaded = await loadDecoder(ctx, ms, {
       warmUp: mode === 'on' || (mode === 'auto' && ctx.gpu.info.backend !== 'swiftshader'),
@@ -72,6 +76,7 @@ export async function openReader(
       ...(spec.maxContext ? { maxContext: spec.maxContext } : {}),
       ...(kvCacheBytes !== undefined ? { kvCacheBytes: Math.max(kvCacheBytes, 1) } : {}),
       ...(spec.prefixCaching !== undefined ? { prefixCaching: spec.prefixCaching } : {}),
+      ...(configuredMemory() ? { gpuMemoryBytes: configuredMemory()! } : {}),
       ...(spec.kvCacheDtype ? { kvCacheDtype: spec.kvCacheDtype } : {}),
       ...(spec.assistantModel ? { maxLogitRows: verificationRows(spec, spec.maxSeqs ?? 16) } : {}),
     });

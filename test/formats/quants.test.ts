@@ -276,8 +276,8 @@ describe('Q8_0 / Q4_0 reference quantizers', () => {
   it('rejects partial blocks and unsupported types with typed errors', () => {
     expect(() => quantizeQ8_0(new Float32Array(31))).toThrow(ModelFormatError);
     expect(() => dequantizeGguf('Q4_K', new Uint8Array(100), 256)).toThrow(/needs 144 bytes/);
-    expect(() => dequantizeGguf('Q5_K', new Uint8Array(176), 256)).toThrow(UnsupportedModelError);
-    expect(() => dequantizeGguf(99, new Uint8Array(4), 1)).toThrow(/supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K/);
+    expect(() => dequantizeGguf('Q2_K', new Uint8Array(84), 256)).toThrow(UnsupportedModelError);
+    expect(() => dequantizeGguf(99, new Uint8Array(4), 1)).toThrow(/supported: F32, F16, BF16, Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS/);
   });
 
   it('block sizes match ggml', () => {

@@ -31,7 +31,7 @@ import { hfToGguf } from '../../core/formats/gguf_write.ts';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
 import { loadDecoder } from '../../core/models/load.ts';
-import { dequantize } from '../../core/ops/quant.ts';
+import { hostToF32 } from '../../core/models/host_tensor.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
@@ -117,9 +117,7 @@ async function dequantizedGgufWeights(path: string): Promise<{ cfg: DecoderConfi
   }
   for (const n of names) {
     const t = await g.weights.load(n);
-    const rows = t.shape.length === 1 ? 1 : t.shape[0]!;
-    const cols = t.shape[t.shape.length - 1]!;
-    cache.set(n, t.kind === 'f32' ? t.data : dequantize(t.kind, { data: t.data, scales: t.scales }, rows, cols));
+    cache.set(n, hostToF32(t));
   }
   return { cfg, get: getter(new Map([...cache].map(([k, v]) => [k, { data: v }]))), types };
 }

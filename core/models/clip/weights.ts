@@ -11,7 +11,7 @@ import { ModelFormatError } from '../../errors.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { LinearWeight } from '../../ops/matmul.ts';
-import { concatRows, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
+import { concatRows, hostToF32, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
 import { WeightUploader } from '../llama/weights.ts';
 import type { ClipVisionConfig } from './config.ts';
 
@@ -35,6 +35,7 @@ export interface ClipVisionWeights {
 }
 
 const f32 = (t: HostTensor, what: string): Float32Array => {
+  if (t.kind === 'f16') return hostToF32(t); // bf16 / f16 checkpoints arrive as halves
   if (t.kind !== 'f32') throw new ModelFormatError(`${what}: quantized vision weights are not supported`);
   return t.data;
 };

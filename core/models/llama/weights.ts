@@ -12,8 +12,9 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import type { LinearWeight } from '../../ops/matmul.ts';
 import { ModelFormatError } from '../../errors.ts';
 import { STORAGE } from '../../gpu/buffers.ts';
-import { dequantize, uploadWeight } from '../../ops/quant.ts';
-import { concatRows, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
+import { uploadWeight } from '../../ops/quant.ts';
+import { byteLength } from '../../gpu/tensor.ts';
+import { concatRows, hostBytes, HostBytes, hostToF32, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
 
 export interface LlamaLayerWeights {
   inNorm: Tensor;
@@ -81,22 +82,65 @@ class Packer {
   }
 }
 
-function toF32(t: HostTensor): Float32Array {
-  if (t.kind === 'f32') return t.data;
-  const rows = t.shape[0]!;
-  const cols = t.shape[t.shape.length - 1]!;
-  return dequantize(t.kind, { data: t.data, scales: t.scales }, rows, cols);
+const toF32 = hostToF32;
+
+/** Halves [rows, cols] -> the f16 tensor layout: u32 words, rows padded to even length. */
+function packHalves(h: Uint16Array, rows: number, cols: number): Uint32Array {
+  if (cols % 2 === 0) {
+    // Already the layout: reinterpret (copy only when the view is not 4-byte aligned).
+    const a = h.byteOffset % 4 === 0 ? h : h.slice();
+    return new Uint32Array(a.buffer, a.byteOffset, (rows * cols) / 2);
+  }
+  const words = (cols + 1) / 2;
+  const out = new Uint16Array(rows * words * 2);
+  for (let r = 0; r < rows; r++) out.set(h.subarray(r * cols, (r + 1) * cols), r * words * 2);
+  return new Uint32Array(out.buffer);
+}
+
+export interface UploaderOptions {
+  /** What `auto` makes of float sources (f32 / f16 / bf16 checkpoints): default f32. */
+  autoFloat?: 'f32' | 'f16';
+  /** Counts the host bytes the uploader's encodings hold while they live. */
+  host?: HostBytes;
 }
 
 export class WeightUploader {
   bytes = 0;
+  private readonly autoFloat: 'f32' | 'f16';
+  private readonly host: HostBytes | undefined;
   constructor(
     private readonly ctx: GpuContext,
     private readonly dtype: WeightDType,
     /** Pack every tensor as f32 into this one buffer instead of one buffer each. */
     private readonly packer?: Packer,
+    opts: UploaderOptions = {},
   ) {
     if (packer) this.bytes = packer.buffer.size;
+    this.autoFloat = opts.autoFloat ?? 'f32';
+    this.host = opts.host;
+  }
+
+  private flushedAt = 0;
+  /**
+   * Lets the queue retire the staging copies of what was written so far (writeBuffer copies
+   * into staging memory that is released only once submitted work completes): without it a
+   * load that never submits keeps a second, staged copy of every weight until its end.
+   */
+  async settle(everyBytes = 64 * 2 ** 20): Promise<void> {
+    if (this.bytes - this.flushedAt < everyBytes) return;
+    this.flushedAt = this.bytes;
+    this.ctx.device.queue.submit([]);
+    await this.ctx.device.queue.onSubmittedWorkDone();
+  }
+
+  /** Runs `f` with `n` more host bytes counted as held (an encoding alive until uploaded). */
+  private holding<T>(n: number, f: () => T): T {
+    this.host?.hold(n);
+    try {
+      return f();
+    } finally {
+      this.host?.release(n);
+    }
   }
 
   private track(t: Tensor): Tensor {
@@ -119,13 +163,21 @@ export class WeightUploader {
   matrix(t: HostTensor): Tensor {
     const rows = t.shape[0]!;
     const cols = t.shape[t.shape.length - 1]!;
-    if (this.packer) return this.packer.put(toF32(t), [rows, cols]);
-    if (t.kind !== 'f32' && (this.dtype === 'auto' || this.dtype === t.kind)) {
-      return this.track(this.ctx.tensor(t.data, [rows, cols], t.kind, t.scales));
+    const n = rows * cols;
+    if (this.packer) return this.holding(t.kind === 'f32' ? 0 : 4 * n, () => this.packer!.put(toF32(t), [rows, cols]));
+    const quantized = t.kind !== 'f32' && t.kind !== 'f16';
+    if (quantized && (this.dtype === 'auto' || this.dtype === t.kind)) {
+      return this.track(this.ctx.tensor(t.data, [rows, cols], t.kind, 'scales' in t ? t.scales : undefined));
     }
-    let target = this.dtype === 'auto' ? 'f32' : this.dtype;
+    let target = this.dtype === 'auto' ? this.autoFloat : this.dtype;
     if ((target === 'q8_0' || target === 'q4_0') && cols % 32 !== 0) target = 'f16';
-    return this.track(uploadWeight(this.ctx, toF32(t), rows, cols, target));
+    if (target === 'f16' && t.kind === 'f16') {
+      const padded = cols % 2 === 0 && t.data.byteOffset % 4 === 0 ? 0 : rows * Math.ceil(cols / 2) * 4;
+      return this.track(this.holding(padded, () => this.ctx.tensor(packHalves(t.data, rows, cols), [rows, cols], 'f16')));
+    }
+    // Widened (4 bytes per weight) then encoded: both alive until the upload.
+    const widened = t.kind === 'f32' ? 0 : 4 * n;
+    return this.track(this.holding(widened + byteLength([rows, cols], target), () => uploadWeight(this.ctx, toF32(t), rows, cols, target)));
   }
 }
 
@@ -138,6 +190,10 @@ export interface LoadWeightsOptions {
    * shape differs from the config's is an error.
    */
   pack?: boolean;
+  /** What `auto` makes of float tensors (default f32; the decoder loader passes f16 off the megakernel path). */
+  autoFloat?: 'f32' | 'f16';
+  /** Counts the host bytes the load holds (peak: LoadedDecoder.loadStats). */
+  host?: HostBytes;
 }
 
 export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src: WeightSource, dtype: WeightDType, opts: LoadWeightsOptions = {}): Promise<LlamaWeights> {
@@ -149,52 +205,97 @@ export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src:
     packer = new Packer(ctx.device, ctx.device.createBuffer({ size, usage: STORAGE, label: 'weights-packed' }));
   }
   try {
-    return await uploadAll(cfg, src, new WeightUploader(ctx, dtype, packer), packer);
+    const host = opts.host ?? new HostBytes();
+    const up = new WeightUploader(ctx, dtype, packer, { autoFloat: opts.autoFloat ?? 'f32', host });
+    return await uploadAll(cfg, src, up, packer, host);
   } catch (e) {
     packer?.buffer.destroy();
     throw e;
   }
 }
 
-async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUploader, packer: Packer | undefined): Promise<LlamaWeights> {
+/**
+ * Checks every tensor the model needs against the config, from the source's headers only
+ * (no tensor data read, nothing allocated): a missing tensor or one whose element count
+ * differs is a ModelFormatError naming the tensor, its file and both sizes.
+ */
+export function checkLlamaShapes(cfg: DecoderConfig, src: WeightSource): void {
+  if (!src.info) return;
+  for (const n of llamaTensorNames(cfg, src.has('lm_head.weight') && !cfg.tieEmbeddings)) {
+    const i = src.info(n);
+    if (!i) throw new ModelFormatError(`missing tensor ${n}`, { tensor: n });
+    const got = i.shape.reduce((a, b) => a * b, 1);
+    const want = expectedNumel(cfg, n);
+    if (got !== want) {
+      throw new ModelFormatError(`${n} in ${i.file} has shape [${i.shape.join(', ')}] (${got} elements); the config needs ${want}`, { tensor: n, file: i.file, shape: i.shape, expected: want });
+    }
+  }
+}
+
+/** The Hugging Face names loadLlamaWeights reads. */
+export function llamaTensorNames(cfg: DecoderConfig, untiedHead: boolean): string[] {
+  const out = ['model.embed_tokens.weight', 'model.norm.weight', ...(untiedHead ? ['lm_head.weight'] : [])];
+  for (let l = 0; l < cfg.layers; l++) {
+    const p = `model.layers.${l}.`;
+    for (const s of ['input_layernorm', 'post_attention_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj']) out.push(`${p}${s}.weight`);
+    if (cfg.attentionBias) for (const s of ['q', 'k', 'v']) out.push(`${p}self_attn.${s}_proj.bias`);
+    if (cfg.qkNorm) out.push(`${p}self_attn.q_norm.weight`, `${p}self_attn.k_norm.weight`);
+  }
+  return out;
+}
+
+async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUploader, packer: Packer | undefined, host: HostBytes): Promise<LlamaWeights> {
+  // Host bytes: each tensor read is held until the (fused) weight it feeds is uploaded.
   const get = async (n: string): Promise<HostTensor> => {
     const t = await src.load(n);
-    if (packer && t.shape.reduce((a, b) => a * b, 1) !== expectedNumel(cfg, n)) {
+    host.hold(hostBytes(t));
+    if (t.shape.reduce((a, b) => a * b, 1) !== expectedNumel(cfg, n)) {
       throw new ModelFormatError(`${n} has shape [${t.shape.join(', ')}], which does not match config.json`, { tensor: n });
     }
     return t;
   };
-  const embedHost = await get('model.embed_tokens.weight');
-  const embed = up.matrix(embedHost);
+  const fuse = (parts: HostTensor[]): HostTensor => {
+    const r = concatRows(parts);
+    host.hold(hostBytes(r));
+    return r;
+  };
+  /** End of a weight: everything read for it is dead. */
+  const done = <T>(v: T): T => {
+    host.release(host.held);
+    return v;
+  };
+  const embed = done(up.matrix(await get('model.embed_tokens.weight')));
+  await up.settle();
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    const qkvW = concatRows([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
-    const qkv: LinearWeight = { w: up.matrix(qkvW) };
+    const qkvW = fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
+    const qkv: LinearWeight = { w: done(up.matrix(qkvW)) };
     if (cfg.attentionBias) {
       const parts = [await get(`${p}self_attn.q_proj.bias`), await get(`${p}self_attn.k_proj.bias`), await get(`${p}self_attn.v_proj.bias`)];
       const joined = new Float32Array(parts.reduce((a, b) => a + b.shape[0]!, 0));
       let o = 0;
       for (const b of parts) joined.set(toF32(b), (o += b.shape[0]!) - b.shape[0]!);
-      qkv.bias = up.vector({ kind: 'f32', shape: [joined.length], data: joined });
+      qkv.bias = done(up.vector({ kind: 'f32', shape: [joined.length], data: joined }));
     }
     const layer: LlamaLayerWeights = {
-      inNorm: up.vector(await get(`${p}input_layernorm.weight`)),
+      inNorm: done(up.vector(await get(`${p}input_layernorm.weight`))),
       qkv,
-      o: { w: up.matrix(await get(`${p}self_attn.o_proj.weight`)) },
-      postNorm: up.vector(await get(`${p}post_attention_layernorm.weight`)),
-      gu: { w: up.matrix(concatRows([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)])) },
-      down: { w: up.matrix(await get(`${p}mlp.down_proj.weight`)) },
+      o: { w: done(up.matrix(await get(`${p}self_attn.o_proj.weight`))) },
+      postNorm: done(up.vector(await get(`${p}post_attention_layernorm.weight`))),
+      gu: { w: done(up.matrix(fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
+      down: { w: done(up.matrix(await get(`${p}mlp.down_proj.weight`))) },
     };
     if (cfg.qkNorm) {
-      layer.qNorm = up.vector(await get(`${p}self_attn.q_norm.weight`));
-      layer.kNorm = up.vector(await get(`${p}self_attn.k_norm.weight`));
+      layer.qNorm = done(up.vector(await get(`${p}self_attn.q_norm.weight`)));
+      layer.kNorm = done(up.vector(await get(`${p}self_attn.k_norm.weight`)));
     }
     layers.push(layer);
+    await up.settle();
   }
-  const norm = up.vector(await get('model.norm.weight'));
+  const norm = done(up.vector(await get('model.norm.weight')));
   const head: LinearWeight =
-    cfg.tieEmbeddings || !src.has('lm_head.weight') ? { w: embed } : { w: up.matrix(await get('lm_head.weight')) };
+    cfg.tieEmbeddings || !src.has('lm_head.weight') ? { w: embed } : { w: done(up.matrix(await get('lm_head.weight'))) };
   return { embed, layers, norm, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
 }
 

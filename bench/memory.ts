@@ -1,0 +1,125 @@
+/**
+ * Memory benchmark of real-shape checkpoints (`npm run bench -- --only memory`): for each
+ * model written by scripts/make_realshape.py (Qwen2.5-0.5B shape, all layers; Llama-3.2-1B
+ * shape, 4 of 16 layers) and each format (bf16 safetensors as written; GGUF Q8_0 of the same
+ * weights), the device bytes of the weights against the file's tensor bytes, the KV bytes per
+ * token of the plan, the peak host RSS while loading against the largest weight file (RSS
+ * sampled every 5 ms, minus the RSS before the load; on CPU emulation device memory is host
+ * memory, so the RSS also holds the device weights: the next column subtracts them), the loader's own count of held host
+ * bytes, and the load time. Checkpoints are cached under .cache/realshape/.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { hfToGguf } from '../core/formats/gguf_write.ts';
+import { parseDecoderConfig } from '../core/formats/hf_config.ts';
+import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
+import { GpuContext } from '../core/gpu/context.ts';
+import { loadDecoder } from '../core/models/load.ts';
+import { dirSource, openModelPath } from '../server/fs_source.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MODELS: [string, number][] = [
+  ['qwen2.5-0.5b', 0],
+  ['llama-3.2-1b', 4],
+];
+
+export interface MemoryRow {
+  model: string;
+  format: string;
+  fileTensorBytes: number;
+  deviceWeightBytes: number;
+  kvBytesPerToken: number;
+  largestFileBytes: number;
+  peakRssDeltaBytes: number;
+  peakHeldBytes: number;
+  loadMs: number;
+}
+
+function checkpoint(model: string, layers: number, log: (s: string) => void): string {
+  const dir = join(ROOT, '.cache', 'realshape', `${model}-L${layers}-s1234`);
+  if (!existsSync(join(dir, 'golden.json'))) {
+    log(`memory: writing ${dir} (scripts/make_realshape.py)`);
+    execFileSync('/usr/bin/python3', [join(ROOT, 'scripts', 'make_realshape.py'), '--model', model, '--out', dir, ...(layers ? ['--layers', String(layers)] : [])], { stdio: 'inherit' });
+  }
+  return dir;
+}
+
+/** A GGUF (Q8_0 or F16 2-D tensors) of the checkpoint's weights next to it (written once). */
+export async function ggufOf(dir: string, type: 'Q8_0' | 'F16' = 'Q8_0'): Promise<string> {
+  const path = join(dir, `model-${type.toLowerCase()}.gguf`);
+  if (existsSync(path)) return path;
+  const ms = dirSource(dir);
+  const st = await openSafetensorsModel(ms);
+  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+  for (const [n, t] of st.tensors) tensors.set(n, { shape: [...t.info.shape], data: toFloat32(t.info.dtype, await st.read(n)) });
+  const cfg = parseDecoderConfig(JSON.parse(await ms.readText('config.json')) as Record<string, unknown>);
+  writeFileSync(path, hfToGguf({ config: cfg, tensors, tokenizer: JSON.parse(await ms.readText('tokenizer.json')), type }));
+  return path;
+}
+
+async function measure(ctx: GpuContext, model: string, format: string, open: () => Promise<Parameters<typeof loadDecoder>[1]>, files: string[]): Promise<MemoryRow> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  const base = process.memoryUsage().rss;
+  let peak = base;
+  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 5);
+  try {
+    const d = await loadDecoder(ctx, await open(), { maxSeqs: 4, maxContext: 256 });
+    peak = Math.max(peak, process.memoryUsage().rss);
+    const sizes = files.map((f) => statSync(f).size);
+    const row: MemoryRow = {
+      model,
+      format,
+      fileTensorBytes: sizes.reduce((a, b) => a + b, 0),
+      deviceWeightBytes: d.loadStats.deviceWeightBytes,
+      kvBytesPerToken: d.memoryPlan.kvBytesPerToken,
+      largestFileBytes: Math.max(...sizes),
+      peakRssDeltaBytes: peak - base,
+      peakHeldBytes: d.loadStats.peakHostBytes,
+      loadMs: d.loadStats.loadMs,
+    };
+    d.destroy();
+    return row;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+export async function benchMemory(opts: { backend?: string; log?: (s: string) => void; models?: [string, number][] } = {}): Promise<MemoryRow[]> {
+  const log = opts.log ?? ((s: string) => void process.stderr.write(`${s}\n`));
+  const ctx = await GpuContext.create(opts.backend ? { backend: opts.backend } : {});
+  const rows: MemoryRow[] = [];
+  try {
+    for (const [model, layers] of opts.models ?? MODELS) {
+      const dir = checkpoint(model, layers, log);
+      const shards = readdirSync(dir).filter((f) => f.endsWith('.safetensors')).map((f) => join(dir, f));
+      log(`memory: ${model} safetensors`);
+      rows.push(await measure(ctx, model, 'bf16 safetensors', async () => dirSource(dir), shards));
+      // Llama 3.x GGUF files carry rope_freqs, which the GGUF loader refuses for now.
+      if (model.startsWith('llama-3')) continue;
+      const gguf = await ggufOf(dir);
+      log(`memory: ${model} GGUF Q8_0`);
+      rows.push(await measure(ctx, model, 'GGUF Q8_0', () => openModelPath(gguf), [gguf]));
+    }
+  } finally {
+    ctx.destroy();
+  }
+  return rows;
+}
+
+export function memoryTable(rows: MemoryRow[]): string {
+  const mb = (n: number): string => (n / 2 ** 20).toFixed(0);
+  const head = '| model | format | file MiB | device weights MiB | device / file | KV B/token | largest file MiB | peak RSS Δ MiB (÷ largest) | RSS Δ − device MiB (÷ largest) | loader held MiB | load s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const lines = rows.map((r) =>
+    `| ${r.model} | ${r.format} | ${mb(r.fileTensorBytes)} | ${mb(r.deviceWeightBytes)} | ${(r.deviceWeightBytes / r.fileTensorBytes).toFixed(3)} | ${r.kvBytesPerToken} | ${mb(r.largestFileBytes)} | ${mb(r.peakRssDeltaBytes)} (${(r.peakRssDeltaBytes / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakRssDeltaBytes - r.deviceWeightBytes)} (${((r.peakRssDeltaBytes - r.deviceWeightBytes) / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakHeldBytes)} | ${(r.loadMs / 1000).toFixed(1)} |`,
+  );
+  return [head, ...lines].join('\n');
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const backend = process.argv.includes('--backend') ? process.argv[process.argv.indexOf('--backend') + 1] : undefined;
+  const rows = await benchMemory(backend ? { backend } : {});
+  process.stdout.write(`${memoryTable(rows)}\n`);
+}
