@@ -38,7 +38,7 @@ interface Golden {
 }
 
 /** The checkpoint folder for (model, layers), written by the script on first use. */
-export function checkpoint(model: string, layers: number): string {
+function checkpoint(model: string, layers: number): string {
   const dir = join(ROOT, '.cache', 'realshape', `${model}-L${layers}-s1234`);
   if (!existsSync(join(dir, 'golden.json'))) {
     execFileSync('/usr/bin/python3', [join(ROOT, 'scripts', 'make_realshape.py'), '--model', model, '--out', dir, ...(layers ? ['--layers', String(layers)] : [])], { stdio: 'inherit' });
