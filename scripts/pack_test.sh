@@ -8,6 +8,9 @@
 #   npx @weft-ai/weft serve             (waits for /health, checks /version and the web app)
 # and stops the server. Exits non-zero on the first failure.
 # WEFT_PACK_SKIP_BUILD=1 packs the dist/ and web/dist already built.
+# WEFT_PACK_NODE=22 runs the installed package under that Node major, fetched as
+# the npm package `node@22` (CI does this: the package declares engines >=22 while
+# the build machine's own Node may be older).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -41,6 +44,17 @@ TARBALL=$(npm pack --silent --pack-destination "$TMP" | tail -n 1)
 [[ -f $TMP/$TARBALL ]] || fail "npm pack wrote no tarball"
 # Nothing of the checkout's sources or tests travels: the built code only.
 if tar -tzf "$TMP/$TARBALL" | grep -Eq '^package/(server|core|test)/'; then fail "tarball carries TypeScript sources"; fi
+
+if [[ -n ${WEFT_PACK_NODE:-} ]]; then
+  say "fetching node@$WEFT_PACK_NODE"
+  npm install --no-audit --no-fund --prefix "$TMP/node" "node@$WEFT_PACK_NODE" >"$TMP/node.log" 2>&1 || {
+    cat "$TMP/node.log" >&2
+    fail "npm install node@$WEFT_PACK_NODE"
+  }
+  export PATH="$TMP/node/node_modules/.bin:$PATH"
+  [[ $(node -p 'process.versions.node.split(".")[0]') == "$WEFT_PACK_NODE" ]] || fail "node@$WEFT_PACK_NODE is not the node on PATH"
+  say "running the installed package on node $(node --version)"
+fi
 
 APP=$TMP/app
 mkdir -p "$APP"
