@@ -75,7 +75,7 @@ export interface ServiceConfig {
   licenseFile: string | null;
   /** Refuse to start without a valid licence, and report 503 on /healthz once it lapses. */
   licenseRequired: boolean;
-  /** Trusted Ed25519 public keys, comma-separated (raw base64url or PEM file paths); null = the Weft release key. */
+  /** Trusted Ed25519 public keys, comma-separated (raw base64url or PEM file paths); null = none (every licence file is then invalid). */
   licensePublicKey: string | null;
   /** Bearer tokens accepted on inference APIs; empty = no auth. */
   apiKeys: string[];

@@ -18,12 +18,6 @@ import { WeftError } from '../core/errors.ts';
 
 export const LICENSE_FORMAT = 'weft-license/1';
 
-/**
- * The default trusted key (raw 32-byte Ed25519 public key, base64url): the
- * Weft release key. WEFT_LICENSE_PUBLIC_KEY replaces it.
- */
-export const DEFAULT_LICENSE_PUBLIC_KEY = 'M0r4zUD154n_eXN0ryfYL3vb_i5KpNAEcQ-0iScw9zU';
-
 export interface LicensePayload {
   licensee: string;
   /** ISO 8601 instant after which the licence is expired. */
@@ -71,9 +65,13 @@ export function parsePublicKey(text: string): KeyObject {
   }
 }
 
-/** The trusted keys: WEFT_LICENSE_PUBLIC_KEY (comma-separated, each raw base64url or a PEM file path), else the default. */
+/**
+ * The trusted keys: WEFT_LICENSE_PUBLIC_KEY (comma-separated, each raw base64url or a PEM
+ * file path). There is no built-in key: whoever issues licences configures the key they
+ * sign with, so no build trusts a key whose private half it cannot account for.
+ */
 export function trustedKeys(config: string | null): KeyObject[] {
-  const list = (config ?? DEFAULT_LICENSE_PUBLIC_KEY).split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (config ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   return list.map((k) => (/^[A-Za-z0-9_\-+/]{42,44}=?$/.test(k) ? parsePublicKey(k) : parsePublicKey(readFileSync(k, 'utf8'))));
 }
 
@@ -118,6 +116,7 @@ export function verifyLicense(text: string, keys: KeyObject[], now = new Date())
   if (doc?.format !== LICENSE_FORMAT) throw new Error(`format must be "${LICENSE_FORMAT}"`);
   if (typeof doc.payload !== 'string' || typeof doc.signature !== 'string') throw new Error('payload and signature must be strings');
   const sig = Buffer.from(doc.signature, 'base64url');
+  if (keys.length === 0) throw new Error('no trusted public key is configured (license_public_key / WEFT_LICENSE_PUBLIC_KEY)');
   if (!keys.some((k) => verify(null, message(doc.payload as string), k, sig))) throw new Error('signature does not verify under any trusted key');
   let raw: unknown;
   try {

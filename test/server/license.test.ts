@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LICENSE_PUBLIC_KEY, License, signLicense, trustedKeys, verifyLicense } from '../../server/license.ts';
+import { generateLicenseKeys, License, signLicense, trustedKeys, verifyLicense } from '../../server/license.ts';
 
 const WEFT = fileURLToPath(new URL('../../bin/weft.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'weft-license-'));
@@ -55,8 +55,9 @@ describe('licence verification', () => {
     expect(state(files.tampered).reason).toMatch(/signature/);
     expect(state(files.missing).state).toBe('missing');
     expect(state(null).state).toBe('missing');
-    // The default key (the release key) did not sign this one.
-    expect(state(files.valid, false, null)).toMatchObject({ state: 'invalid', reason: expect.stringMatching(/trusted key/) });
+    // Another key did not sign this one; and with no key configured nothing verifies.
+    expect(state(files.valid, false, generateLicenseKeys().publicKey)).toMatchObject({ state: 'invalid', reason: expect.stringMatching(/trusted key/) });
+    expect(state(files.valid, false, null)).toMatchObject({ state: 'invalid', reason: expect.stringMatching(/no trusted public key/) });
     writeFileSync(join(dir, 'garbage.json'), '{"format":"weft-license/1","payload":"x"');
     expect(state(join(dir, 'garbage.json')).reason).toBe('not JSON');
   });
@@ -75,8 +76,8 @@ describe('licence verification', () => {
   it('a valid licence reads expired once its date passes', () => {
     const { payload } = verifyLicense(readFileSync(files.valid, 'utf8'), trustedKeys(publicKey));
     expect(verifyLicense(readFileSync(files.valid, 'utf8'), trustedKeys(publicKey), new Date(Date.parse(payload.expires) + 1)).expired).toBe(true);
-    expect(trustedKeys(null)).toHaveLength(1);
-    expect(DEFAULT_LICENSE_PUBLIC_KEY).toHaveLength(43);
+    expect(trustedKeys(null)).toHaveLength(0);
+    expect(() => verifyLicense(readFileSync(files.valid, 'utf8'), trustedKeys(null))).toThrow(/no trusted public key/);
   });
 
   it('weft license verify exits 0 for a valid licence and 1 otherwise', () => {
