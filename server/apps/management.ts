@@ -3,12 +3,15 @@
  * readers (`PUT /models`), deleting them, and each reader's model config.
  * Groups with a scaling policy show their replicas, scaled-to-zero state and
  * policy (`?detail=true`, `/reader_groups/{group}`), and the policy can be
- * changed at run time (PATCH); see docs/scaling.md.
+ * changed at run time (PATCH); see docs/scaling.md. A model given to
+ * `PUT /models` as a Hub id is downloaded by the server first, with progress
+ * on the reader's summary (docs/models.md).
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import * as S from '../http/schemas.ts';
+import { hubModelFetch } from '../hub/resolve.ts';
 import { parseScaling } from '../readers/scaling.ts';
 import { parseReaderSpec } from '../readers/spec.ts';
 import type { Service } from '../service.ts';
@@ -26,6 +29,7 @@ const ReaderSummary = z.object({
   remote: z.string().nullable(),
   autoscaled: z.boolean(),
   draining: z.boolean(),
+  download: z.object({ loaded: z.number(), total: z.number(), file: z.string() }).nullable().describe('A model given as a Hub id: bytes fetched so far and in all (all files together) and the file in progress; null for a local model'),
 });
 
 const GroupSummary = z.object({
@@ -69,13 +73,15 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
     return c.json(svc.readers.groupSummary(group));
   });
 
-  spec.add({ method: 'put', path: '/models', summary: 'Start a reader from a configuration (201 with its id; loads in the background)', body: S.ReaderSpecBody, response: ReaderSummary });
+  spec.add({ method: 'put', path: '/models', summary: 'Start a reader from a configuration (201 with its id; loads in the background). A `model` that is a Hub id (`org/name`, `org/name:file.gguf`) and not an existing path is downloaded first: state `downloading` with `download` progress, then `loading`; a failed download leaves the reader `failed` with the Hub error', body: S.ReaderSpecBody, response: ReaderSummary });
   app.put('/models', async (c) => {
     const body = await parseBody(c, S.ReaderSpecBody, 1 << 16);
     svc.license.assertReaderSlot(svc.readers.all().length);
-    const r = svc.readers.start(svc.withReaderDefaults(parseReaderSpec(body, { model: svc.config.model })));
+    const readerSpec = svc.withReaderDefaults(parseReaderSpec(body, { model: svc.config.model }));
+    const fetchModel = readerSpec.remote ? null : await hubModelFetch(readerSpec.model);
+    const r = svc.readers.start(readerSpec, fetchModel ?? undefined);
     r.runtime = true;
-    svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup });
+    svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup, ...(fetchModel ? { download: true } : {}) });
     return c.json(svc.readers.summary(r), 201);
   });
 

@@ -40,3 +40,31 @@ export async function resolveModelArg(model: string, opts: { onProgress?: (p: Pu
   const snap = await pullModel(id.repo, { ...(id.file ? { file: id.file } : {}), onProgress: opts.onProgress ?? stderrProgress(id.repo) });
   return id.file ? join(snap, id.file) : snap;
 }
+
+/** Bytes of a pull so far (all files together) and the file in progress, as reader summaries show them. */
+export interface FetchProgress {
+  loaded: number;
+  total: number;
+  file: string;
+}
+
+/**
+ * For a model value that is a Hub id and not an existing path: a function
+ * that pulls it (HF_HOME, HF_ENDPOINT, HF_TOKEN from this process's
+ * environment; abortable) and returns the local path; null otherwise (the
+ * value is loaded as a path). Malformed ids with a file part throw
+ * `invalid_model`.
+ */
+export async function hubModelFetch(model: string): Promise<((onProgress: (p: FetchProgress) => void, signal: AbortSignal) => Promise<string>) | null> {
+  if (await stat(model).then(() => true, () => false)) return null;
+  const id = parseHubId(model);
+  if (!id) return null;
+  return async (onProgress, signal) => {
+    const snap = await pullModel(id.repo, {
+      ...(id.file ? { file: id.file } : {}),
+      fetch: (url, init) => fetch(url, { ...init, signal }),
+      onProgress: (p) => onProgress({ loaded: p.allLoaded, total: p.allTotal, file: p.file }),
+    });
+    return id.file ? join(snap, id.file) : snap;
+  };
+}

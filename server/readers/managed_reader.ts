@@ -9,23 +9,43 @@
  * (requests in flight fail with 503 `reader_disconnected`), and the re-attach
  * backoff is capped at REMOTE_BACKOFF_CAP_MS and starts over after each
  * successful attach.
+ *
+ * A reader whose model is a Hub id (PUT /models with `org/name`) first
+ * downloads it in this process (`state: 'downloading'`, progress in
+ * `download`), then loads the local snapshot as for a path; a failed download
+ * leaves it `failed` with the Hub's typed error, like a failed load.
  */
-import { errorFromJSON, type ErrorJSON } from '../../core/errors.ts';
+import { errorFromJSON, errorToJSON, type ErrorJSON } from '../../core/errors.ts';
 import { RemoteReader, type Msg } from '../../core/engine/protocol.ts';
 import type { ReaderInfo, ReaderStats } from '../../core/engine/reader_api.ts';
 import type { ReaderSpec } from './spec.ts';
 import { defaultTransport, unrefTimer, type WorkerHandle, type WorkerTransport } from './transport.ts';
 
-export type ReaderState = 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
+export type ReaderState = 'downloading' | 'loading' | 'ready' | 'failed' | 'restarting' | 'stopped';
 
 /** Longest wait for a reader's statistics in health, status, metrics and scaling, ms; a busy reader is reported from what is known. */
 export const PROBE_MS = 500;
+
+/** Bytes of a Hub download so far: all files together, and the file being fetched. */
+export interface DownloadProgress {
+  loaded: number;
+  total: number;
+  file: string;
+}
+
+/** Fetches the model into a local path (a Hub pull), reporting progress; aborted when the reader is stopped. */
+export type ModelFetch = (onProgress: (p: DownloadProgress) => void, signal: AbortSignal) => Promise<string>;
 
 const LOCAL_BACKOFF_CAP_MS = 30_000;
 const REMOTE_BACKOFF_CAP_MS = 5_000;
 
 export class ManagedReader {
   state: ReaderState = 'loading';
+  /** While (and after) the model is fetched from a Hub: bytes so far; null for a local model. */
+  download: DownloadProgress | null = null;
+  /** The spec the worker is spawned with: `spec` with `model` made a local path once fetched. */
+  private spawnSpec: ReaderSpec;
+  private readonly fetchAbort = new AbortController();
   api: RemoteReader | null = null;
   error: ErrorJSON | null = null;
   restarts = 0;
@@ -62,8 +82,31 @@ export class ManagedReader {
     readonly readerId: string,
     readonly spec: ReaderSpec,
     private readonly transport: WorkerTransport = defaultTransport(),
+    fetchModel?: ModelFetch,
+    /** Told the local path once a fetched model is on disk. */
+    onFetched?: (path: string) => void,
   ) {
-    this.spawn();
+    this.spawnSpec = spec;
+    if (fetchModel) void this.fetchThenSpawn(fetchModel, onFetched);
+    else this.spawn();
+  }
+
+  private async fetchThenSpawn(fetchModel: ModelFetch, onFetched?: (path: string) => void): Promise<void> {
+    this.state = 'downloading';
+    this.download = { loaded: 0, total: 0, file: '' };
+    try {
+      const path = await fetchModel((p) => (this.download = p), this.fetchAbort.signal);
+      if (this.stopping) return;
+      this.spawnSpec = { ...this.spec, model: path };
+      onFetched?.(path);
+      this.state = 'loading';
+      this.spawn();
+    } catch (e) {
+      if (this.stopping) return;
+      this.error = errorToJSON(e);
+      this.state = 'failed';
+      this.settle();
+    }
   }
 
   /** Requests in flight (for least-loaded balancing, scaling and draining). */
@@ -143,7 +186,7 @@ export class ManagedReader {
 
   /** Resolves when ready, failed or stopped (whichever first), or after `ms`. */
   waitSettled(ms: number): Promise<void> {
-    if (this.state !== 'loading' && this.state !== 'restarting') return Promise.resolve();
+    if (this.state !== 'downloading' && this.state !== 'loading' && this.state !== 'restarting') return Promise.resolve();
     return new Promise((resolve) => {
       const t = setTimeout(resolve, ms);
       this.readyWaiters.push(() => {
@@ -158,7 +201,7 @@ export class ManagedReader {
   }
 
   private spawn(): void {
-    const worker = this.transport({ readerId: this.readerId, spec: this.spec });
+    const worker = this.transport({ readerId: this.readerId, spec: this.spawnSpec });
     this.worker = worker;
     worker.onMessage((m: Msg) => {
       this.lastHeardAt = Date.now();
@@ -207,6 +250,7 @@ export class ManagedReader {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    this.fetchAbort.abort();
     await this.worker?.terminate();
     this.state = 'stopped';
     this.settle();

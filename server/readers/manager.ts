@@ -17,7 +17,7 @@ import { errorFromJSON, InvalidRequestError, NotFoundError, UnavailableError } f
 import type { AnyReaderApi, ReaderType } from '../../core/engine/reader_api.ts';
 import type { Logger } from '../log.ts';
 import { counterFamily, gauge } from '../metrics.ts';
-import { ManagedReader, PROBE_MS } from './managed_reader.ts';
+import { ManagedReader, PROBE_MS, type DownloadProgress, type ModelFetch } from './managed_reader.ts';
 import { decide, mergePolicy, policyJSON, type ScalingPolicy } from './scaling.ts';
 import type { ReaderSpec } from './spec.ts';
 import { defaultTransport, unrefTimer, type WorkerTransport } from './transport.ts';
@@ -42,6 +42,8 @@ export interface ReaderSummary {
   draining: boolean;
   /** Takes images (`<image:…>` tags; /image_generate). */
   image_input: boolean;
+  /** A model given as a Hub id: bytes fetched so far, all files together, and the file in progress; null for a local model. */
+  download: DownloadProgress | null;
 }
 
 /** A group as GET /reader_groups?detail=true shows it. */
@@ -63,6 +65,8 @@ interface GroupMeta {
   policy: ScalingPolicy | null;
   /** Spec copied for new replicas: the group's first local reader spec. */
   template: ReaderSpec | null;
+  /** How the template's model is fetched while it is still a Hub id (dropped once a replica has it on disk). */
+  templateFetch: ModelFetch | null;
   coldStarts: number;
   scaleUps: number;
   scaleDowns: number;
@@ -86,7 +90,8 @@ export class ReaderManager {
   /** How remote readers (`spec.remote`) are reached: set when NATS is configured. */
   remoteTransport: WorkerTransport | null = null;
 
-  start(spec: ReaderSpec): ManagedReader {
+  /** Starts a reader; with `fetchModel`, `spec.model` is a Hub id fetched first (state `downloading`). */
+  start(spec: ReaderSpec, fetchModel?: ModelFetch): ManagedReader {
     const id = spec.readerId ?? `reader-${++seq}-${Math.random().toString(36).slice(2, 8)}`;
     if (this.readers.has(id)) throw new InvalidRequestError('duplicate_reader_id', `reader ${id} already exists`, { reader_id: id });
     const g = this.meta.get(spec.consumerGroup) ?? this.newMeta(spec.consumerGroup);
@@ -96,18 +101,27 @@ export class ReaderManager {
     if (!g.template && !spec.remote) {
       const { readerId: _id, scaling: _scaling, ...template } = spec;
       g.template = template;
+      g.templateFetch = fetchModel ?? null;
     }
     if (g.policy) this.ensureTicking();
-    return this.launch(id, spec);
+    return this.launch(id, spec, g.templateFetch && g.template?.model === spec.model ? g.templateFetch : fetchModel);
   }
 
   private newMeta(name: string): GroupMeta {
-    return { name, policy: null, template: null, coldStarts: 0, scaleUps: 0, scaleDowns: 0, coldWaiters: 0 };
+    return { name, policy: null, template: null, templateFetch: null, coldStarts: 0, scaleUps: 0, scaleDowns: 0, coldWaiters: 0 };
   }
 
-  private launch(id: string, spec: ReaderSpec): ManagedReader {
+  private launch(id: string, spec: ReaderSpec, fetchModel?: ModelFetch): ManagedReader {
     if (spec.remote && !this.remoteTransport) throw new InvalidRequestError('invalid_reader_config', `reader ${id} is remote but NATS is not configured`, { reader_id: id });
-    const r = new ManagedReader(id, spec, spec.remote ? this.remoteTransport! : defaultTransport());
+    // Once a fetched model is on disk, new replicas of its group load the local path.
+    const onFetched = (path: string): void => {
+      const g = this.meta.get(spec.consumerGroup);
+      if (g?.template && g.templateFetch && g.template.model === spec.model) {
+        g.template = { ...g.template, model: path };
+        g.templateFetch = null;
+      }
+    };
+    const r = new ManagedReader(id, spec, spec.remote ? this.remoteTransport! : defaultTransport(), fetchModel, onFetched);
     this.readers.set(id, r);
     return r;
   }
@@ -118,7 +132,7 @@ export class ReaderManager {
     let id: string;
     do id = `${g.name}-r${++seq}`;
     while (this.readers.has(id));
-    const r = this.launch(id, { ...g.template, readerId: id });
+    const r = this.launch(id, { ...g.template, readerId: id }, g.templateFetch ?? undefined);
     r.autoscaled = true;
     if (why === 'cold_start') g.coldStarts++;
     else g.scaleUps++;
@@ -200,7 +214,7 @@ export class ReaderManager {
     if (!g?.policy || g.policy.minReplicas > 0 || !g.template) return this.pick(group, need);
     const serving = (): boolean => this.members(group).some((r) => r.ready && r.api && !r.draining);
     if (serving()) return this.pick(group, need);
-    const starting = (): ManagedReader[] => this.members(group).filter((r) => !r.draining && (r.state === 'loading' || r.state === 'restarting'));
+    const starting = (): ManagedReader[] => this.members(group).filter((r) => !r.draining && (r.state === 'downloading' || r.state === 'loading' || r.state === 'restarting'));
     if (starting().length === 0) this.startReplica(g, 'cold_start');
     const deadline = Date.now() + g.policy.coldStartTimeoutSeconds * 1000;
     g.coldWaiters++;
@@ -287,7 +301,8 @@ export class ReaderManager {
     return {
       reader_id: r.readerId,
       consumer_group: r.spec.consumerGroup,
-      model: info?.model ?? r.spec.model,
+      // A fetched model keeps its Hub id as its name (the worker only sees the snapshot path).
+      model: r.download ? r.spec.model : (info?.model ?? r.spec.model),
       type: info?.type ?? r.spec.type ?? 'generate',
       device: info?.device ?? null,
       backend: info?.backend ?? null,
@@ -300,6 +315,7 @@ export class ReaderManager {
       autoscaled: r.autoscaled,
       draining: r.draining,
       image_input: info?.imageInput ?? false,
+      download: r.download,
     };
   }
 
@@ -332,7 +348,7 @@ export class ReaderManager {
       const count = (f: (r: ManagedReader) => boolean): number => list.filter(f).length;
       replicas.push(
         [{ consumer_group: name, state: 'ready' }, count((r) => r.ready && !r.draining)],
-        [{ consumer_group: name, state: 'starting' }, count((r) => !r.draining && (r.state === 'loading' || r.state === 'restarting'))],
+        [{ consumer_group: name, state: 'starting' }, count((r) => !r.draining && (r.state === 'downloading' || r.state === 'loading' || r.state === 'restarting'))],
         [{ consumer_group: name, state: 'draining' }, count((r) => r.draining)],
         [{ consumer_group: name, state: 'failed' }, count((r) => r.state === 'failed')],
       );
@@ -379,7 +395,7 @@ export class ReaderManager {
     const now = Date.now();
     const d = decide({
       policy,
-      replicas: list.map((r) => ({ id: r.readerId, state: r.state === 'restarting' ? 'loading' : r.state, inFlight: r.inFlight, idleMs: r.inFlight > 0 ? 0 : now - r.idleSince, remote: !!r.spec.remote })),
+      replicas: list.map((r) => ({ id: r.readerId, state: r.state === 'restarting' || r.state === 'downloading' ? 'loading' : r.state, inFlight: r.inFlight, idleMs: r.inFlight > 0 ? 0 : now - r.idleSince, remote: !!r.spec.remote })),
       queued: queued.reduce((a, b) => a + b, 0),
       coldWaiters: g.coldWaiters,
       canStart: g.template !== null,
