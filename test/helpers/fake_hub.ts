@@ -6,11 +6,12 @@
  * sha256 (LFS, for .safetensors / .gguf) and git blob sha1 ids computed from
  * its bytes. Knobs for failure paths: a repo that needs a token (gated), a
  * download that drops its connection part-way once, a file whose bytes are
- * changed after its metadata was listed. `requests` records every call.
+ * changed after its metadata was listed, a download dripped in small chunks
+ * (so progress can be watched). `requests` records every call.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
@@ -23,6 +24,8 @@ export interface FakeRepo {
   dropAfter?: { file: string; bytes: number };
   /** This file is served with one byte flipped (its listed hash stays the true one). */
   corrupt?: string;
+  /** Downloads are sent `bytes` at a time with `ms` between chunks. */
+  drip?: { bytes: number; ms: number };
 }
 
 export interface FakeHub {
@@ -32,6 +35,13 @@ export interface FakeHub {
 }
 
 const LFS = /\.(safetensors|gguf)$/;
+
+function drip(res: ServerResponse, body: Buffer, d: { bytes: number; ms: number }, at = 0): void {
+  if (res.destroyed) return;
+  if (at + d.bytes >= body.length) return void res.end(body.subarray(at));
+  res.write(body.subarray(at, at + d.bytes));
+  setTimeout(() => drip(res, body, d, at + d.bytes), d.ms);
+}
 
 export async function startFakeHub(repos: Record<string, FakeRepo>): Promise<FakeHub> {
   const sha = createHash('sha1').update(JSON.stringify(Object.keys(repos))).digest('hex');
@@ -67,6 +77,7 @@ export async function startFakeHub(repos: Record<string, FakeRepo>): Promise<Fak
       res.write(part.subarray(0, repo.dropAfter.bytes), () => setTimeout(() => res.destroy(), 20));
       return;
     }
+    if (repo.drip) return void drip(res, part, repo.drip);
     res.end(part);
   });
   await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
