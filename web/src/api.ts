@@ -133,6 +133,8 @@ export interface ReaderSummary {
   error?: { code: string; message: string } | null;
   in_flight?: number;
   stats?: { running: number; waiting: number; kvBlocksTotal: number; kvBlocksFree: number } | null;
+  /** A model given as a Hub id: bytes fetched (all files together), their total, the file in progress; null for a local model. */
+  download?: { loaded: number; total: number; file: string } | null;
 }
 
 export interface Status {

@@ -2,10 +2,11 @@
  * Management console: consumer groups and their readers with live readiness
  * (polls GET /reader_groups), starting a reader (PUT /models), deleting one
  * (DELETE /reader/{id}) and viewing its model config (GET /config/{id}),
- * which can be sent to the memory calculator below.
+ * which can be sent to the memory calculator below. A reader whose model is
+ * a Hub id shows its download (percent and bytes) as a bar while `downloading`.
  */
 import { apiFetch, apiUrl, getJson, type ReaderSummary } from '../api.ts';
-import { field, h, replace } from '../dom.ts';
+import { field, fmtBytes, h, replace } from '../dom.ts';
 import { memoryCalculator } from './memory_calc.ts';
 import { poller, type Page } from './page.ts';
 
@@ -32,7 +33,7 @@ export function readersPage(): Page {
     'form#rd-form',
     h(
       'div.grid3',
-      field('Model path', f.model, 'A model directory or .gguf on the server'),
+      field('Model', f.model, 'A model directory or .gguf on the server, or a Hub id (org/name, org/name:file.gguf) the server downloads'),
       field('Consumer group', f.consumer_group),
       field('Reader id', f.reader_id),
       field('Weights dtype', f.dtype),
@@ -106,6 +107,21 @@ export function readersPage(): Page {
 
   const badge = (r: ReaderSummary): HTMLElement => h(`span.state.${r.ready ? 'ok' : r.state === 'failed' || r.error ? 'bad' : 'wait'}`, { title: r.error?.message ?? r.state }, r.ready ? 'ready' : r.state);
 
+  /** The download of a reader whose model is a Hub id: a bar with percent and bytes (all files together). */
+  const downloadBar = (r: ReaderSummary): HTMLElement | null => {
+    const d = r.download;
+    if (r.state !== 'downloading' || !d) return null;
+    const pct = d.total > 0 ? Math.min(100, Math.floor((100 * d.loaded) / d.total)) : 0;
+    const bar = h('progress', { max: 100 });
+    if (d.total > 0) bar.value = pct; // no value: an indeterminate bar until the file list is known
+    return h(
+      'div.rd-download',
+      { dataset: { loaded: String(d.loaded), total: String(d.total) } },
+      bar,
+      h('div.small.muted', d.total > 0 ? `${pct}% · ${fmtBytes(d.loaded)} / ${fmtBytes(d.total)}${d.file ? ` · ${d.file}` : ''}` : 'Asking the Hub…'),
+    );
+  };
+
   const render = (groups: Record<string, ReaderSummary[]>): void => {
     const names = Object.keys(groups).sort();
     if (!names.length) return replace(list, h('p.muted', 'No readers. Start one below.'));
@@ -127,7 +143,7 @@ export function readersPage(): Page {
                   'tr',
                   { dataset: { readerId: r.reader_id, ready: String(r.ready) } },
                   h('td.mono', r.reader_id),
-                  h('td', badge(r), r.error ? h('div.small.error', r.error.message) : null),
+                  h('td', badge(r), downloadBar(r), r.error ? h('div.small.error', r.error.message) : null),
                   h('td.mono.small.wrap', r.model),
                   h('td.small', r.device ? `${r.device} (${r.backend})` : '—'),
                   h('td', String(r.in_flight ?? 0)),
