@@ -82,6 +82,10 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
     const r = svc.readers.start(readerSpec, fetchModel ?? undefined);
     r.runtime = true;
     svc.log('reader started', { reader_id: r.readerId, model: r.spec.model, group: r.spec.consumerGroup, ...(fetchModel ? { download: true } : {}) });
+    void r.fetched?.then((err) => {
+      if (err) svc.log('model download failed', { reader_id: r.readerId, model: r.spec.model, code: err.code, error: err.message }, 'warn');
+      else if (r.state !== 'stopped') svc.log('model downloaded', { reader_id: r.readerId, model: r.spec.model, bytes: r.download?.loaded ?? 0 });
+    });
     return c.json(svc.readers.summary(r), 201);
   });
 

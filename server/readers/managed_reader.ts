@@ -45,6 +45,8 @@ export class ManagedReader {
   download: DownloadProgress | null = null;
   /** The spec the worker is spawned with: `spec` with `model` made a local path once fetched. */
   private spawnSpec: ReaderSpec;
+  /** For a fetched model: settles when the fetch ends, with its error (null: on disk); not rejected by a stop. */
+  fetched: Promise<ErrorJSON | null> | null = null;
   private readonly fetchAbort = new AbortController();
   api: RemoteReader | null = null;
   error: ErrorJSON | null = null;
@@ -87,25 +89,27 @@ export class ManagedReader {
     onFetched?: (path: string) => void,
   ) {
     this.spawnSpec = spec;
-    if (fetchModel) void this.fetchThenSpawn(fetchModel, onFetched);
+    if (fetchModel) this.fetched = this.fetchThenSpawn(fetchModel, onFetched);
     else this.spawn();
   }
 
-  private async fetchThenSpawn(fetchModel: ModelFetch, onFetched?: (path: string) => void): Promise<void> {
+  private async fetchThenSpawn(fetchModel: ModelFetch, onFetched?: (path: string) => void): Promise<ErrorJSON | null> {
     this.state = 'downloading';
     this.download = { loaded: 0, total: 0, file: '' };
     try {
       const path = await fetchModel((p) => (this.download = p), this.fetchAbort.signal);
-      if (this.stopping) return;
+      if (this.stopping) return null;
       this.spawnSpec = { ...this.spec, model: path };
       onFetched?.(path);
       this.state = 'loading';
       this.spawn();
+      return null;
     } catch (e) {
-      if (this.stopping) return;
+      if (this.stopping) return null;
       this.error = errorToJSON(e);
       this.state = 'failed';
       this.settle();
+      return this.error;
     }
   }
 

@@ -5,7 +5,8 @@
  * a reader `downloading`, whose `download` progress climbs to its total while
  * the server fetches the files, then the reader loads and serves /generate. A
  * gated repo without a token leaves the reader `failed` with
- * `hub_auth_required`, and /healthz stays 200.
+ * `hub_auth_required`, and /healthz stays 200. Deleting a reader mid-download
+ * stops it for good; a malformed Hub id is a 400.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -32,7 +33,7 @@ const reader = async (id: string): Promise<Summary> => (await (await fetch(url('
 beforeAll(async () => {
   home = await mkdtemp(join(tmpdir(), 'weft-hf-mgmt-'));
   // ~1 MB of weights in 32 KiB chunks 20 ms apart: half a second or more of visible progress.
-  hub = await startFakeHub({ 'tiny/stories': { dir: STORIES, drip: { bytes: 32 << 10, ms: 20 } }, 'tiny/gated': { dir: STORIES, token: 'hf_secret' } });
+  hub = await startFakeHub({ 'tiny/stories': { dir: STORIES, drip: { bytes: 32 << 10, ms: 20 } }, 'tiny/gated': { dir: STORIES, token: 'hf_secret' }, 'tiny/slow': { dir: STORIES, drip: { bytes: 8 << 10, ms: 100 } } });
   for (const k of ENV) saved[k] = process.env[k];
   delete process.env.HF_TOKEN;
   delete process.env.HF_HUB_CACHE;
@@ -104,6 +105,27 @@ describe('PUT /models with a Hub id', () => {
     expect((await fetch(url('management', '/healthz'))).status).toBe(200);
     expect((await fetch(url('inference', '/healthz'))).status).toBe(200);
   }, 60_000);
+
+  it('deleting a downloading reader stops the download and starts nothing', async () => {
+    expect((await put({ model: 'tiny/slow', consumer_group: 'slow', reader_id: 'slow-0' })).status).toBe(201);
+    const r = run.service.readers.get('slow-0');
+    while ((r.download?.loaded ?? 0) === 0) await new Promise((ok) => setTimeout(ok, 20));
+    const del = await fetch(url('management', '/reader/slow-0'), { method: 'DELETE' });
+    expect(del.status).toBe(200);
+    const at = r.download!.loaded;
+    await new Promise((ok) => setTimeout(ok, 600));
+    expect(r.state).toBe('stopped');
+    expect(r.download!.loaded).toBeLessThan(r.download!.total);
+    expect(r.download!.loaded - at).toBeLessThanOrEqual(8 << 10);
+    expect((await fetch(url('management', '/reader/slow-0'))).status).toBe(404);
+  }, 30_000);
+
+  it('a malformed Hub id is 400 invalid_model', async () => {
+    const res = await put({ model: 'org/name:../../etc/passwd', consumer_group: 'bad' });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_model');
+    expect(run.service.readers.all().some((r) => r.spec.consumerGroup === 'bad')).toBe(false);
+  });
 
   it('a path that exists is loaded as a path, not fetched', async () => {
     const before = hub.requests.length;
