@@ -23,7 +23,7 @@ export const readerSubject = (readerId: string, op: 'hello' | 'call' | 'gen' | '
 export const READER_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** The reader pings each open stream's inbox this often, ms. */
-export const HEARTBEAT_MS = 2_000;
+export const HEARTBEAT_MS = 1_000;
 /** A stream with nothing heard (event or heartbeat) for this long fails with reader_disconnected, ms. */
 export const STREAM_IDLE_MS = 30_000;
 /** Front ends poll each attached reader's `$SRV.STATS` this often (liveness and load), ms. */

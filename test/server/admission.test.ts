@@ -61,7 +61,7 @@ describe('admission by capacity', () => {
     expect(t.svc.reservedBytes).toBe(0);
     expect(t.svc.admission.reservedTokens(t.svc.readers.all().find((r) => r.info?.type === 'generate')!)).toBe(0);
     const metrics = await (await fetch(`${http.base}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`weft_requests_rejected_total ${refused.length}\\b`));
+    expect(metrics).toMatch(new RegExp(`weft_requests_rejected_total\\{consumer_group="primary"\\} ${refused.length}\\b`));
   });
 
   it('past max_queue_wait_millis of expected wait, queued requests are refused with reason queue_wait', async () => {

@@ -119,9 +119,20 @@ describe('readers and front ends on NATS', () => {
 
   it('a front end SIGKILLed under load: the other keeps serving, the readers cancel its streams', async () => {
     try {
-      const onA = Array.from({ length: 12 }, () => stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }).catch(() => null));
+      // A is killed as soon as every one of its streams has its first tokens (a fixed delay let
+      // fast hosts finish all 480 tokens first), so the readers still hold most of each stream.
+      let started = 0;
+      let allStarted: () => void = () => undefined;
+      const aStarted = new Promise<void>((r) => (allStarted = r));
+      const onA = Array.from({ length: 12 }, () => {
+        let first = true;
+        return stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }, () => {
+          if (first && ++started === 12) allStarted();
+          first = false;
+        }).catch(() => null);
+      });
       const onB = Array.from({ length: 12 }, (_, i) => stream(b.inference, { text: PROMPTS[i % PROMPTS.length], max_new_tokens: 60, consumer_group: 'chat' }));
-      await sleep(1_500);
+      await Promise.race([aStarted, sleep(30_000)]);
       await kill(a.child, 'SIGKILL');
       for (const r of await Promise.all(onB)) expect(r, JSON.stringify(r)).toMatchObject({ status: 200, error: null, done: true });
       await Promise.all(onA); // connections reset: they end, none hangs
