@@ -144,6 +144,7 @@ export class LocalReader implements ReaderApi {
       kvBlocksTotal: kv.numBlocks,
       kvBlocksFree: kv.freeBlocks,
       prefixHitTokens: kv.prefixHitTokens,
+      ...engine.scheduler.counters,
       ...(engine.speculator
         ? {
             draftTokensProposed: engine.speculator.stats.proposed,

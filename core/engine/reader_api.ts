@@ -107,6 +107,14 @@ export interface ReaderStats {
   draftTokensAccepted?: number;
   draftAcceptanceRate?: number | null;
   prefixHitTokens: number;
+  /**
+   * Generative readers: prompts admitted with nothing cached (a full
+   * prefill), prompts that started from prefix-cached KV blocks, and prompt
+   * tokens computed over both (first admissions only).
+   */
+  prefills?: number;
+  prefixReuses?: number;
+  prefillTokens?: number;
   computedTokens: number;
   /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */
   gpuBusyMs?: number | null;

@@ -1,0 +1,69 @@
+/**
+ * Several choices per request through the official `openai` client against a
+ * real server on loopback (stories260K): `n` shares one prefill of the
+ * prompt (the reader's prefill counter on /metrics says so), `n` with
+ * `stream: true` interleaves choices by `index`, `best_of` keeps the
+ * candidates with the highest mean token log-probability.
+ */
+import { randomUUID } from 'node:crypto';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../server/config.ts';
+import { start, type Running } from '../../server/main.ts';
+
+const KEY = 'test-key';
+let run: Running;
+let oai: OpenAI;
+let base: string;
+
+beforeAll(async () => {
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      model: 'models/stories260K', embeddingModel: '', host: '127.0.0.1', port: 0, managementPort: 0, openaiPort: 0, sagemakerPort: 0, vertexPort: 0,
+      apiKeys: [KEY], backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true,
+    },
+  });
+  run = await start(config, { ephemeral: true });
+  await run.service.readers.waitSettled(60_000);
+  for (const r of run.service.readers.all()) if (!r.ready) throw new Error(`reader ${r.readerId} did not load: ${JSON.stringify(r.error)}`);
+  base = `http://127.0.0.1:${run.servers.find((s) => s.name === 'inference')!.port}`;
+  oai = new OpenAI({ baseURL: `http://127.0.0.1:${run.servers.find((s) => s.name === 'openai')!.port}/v1`, apiKey: KEY, maxRetries: 0 });
+}, 120_000);
+afterAll(async () => {
+  await run?.close();
+});
+
+/** The reader's prefill counters from /metrics: {miss, hit, tokens}. */
+async function prefills(): Promise<{ miss: number; hit: number; tokens: number }> {
+  const text = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
+  const one = (re: RegExp): number => {
+    const m = text.match(re);
+    if (!m) throw new Error(`no ${re} in /metrics`);
+    return Number(m[1]);
+  };
+  return { miss: one(/^weft_prefills_total\{[^}]*cache="miss"[^}]*\} (\d+)$/m), hit: one(/^weft_prefills_total\{[^}]*cache="hit"[^}]*\} (\d+)$/m), tokens: one(/^weft_prefill_tokens_total\{[^}]*\} (\d+)$/m) };
+}
+
+/** A prompt no earlier request shares a KV block with (it differs from its first words). */
+const freshPrompt = (): string => `${randomUUID().replace(/-/g, ' ')} Once upon a time there was a little girl who lived in a small house near the big forest.`;
+
+describe('n choices share one prefill', () => {
+  it('n = 4 runs one prefill of the prompt; the other three start from the prefix cache', async () => {
+    const prompt = freshPrompt();
+    const before = await prefills();
+    const r = await oai.completions.create({ model: 'primary', prompt, n: 4, temperature: 1, seed: 3, max_tokens: 4 });
+    const after = await prefills();
+    expect(r.choices).toHaveLength(4);
+    expect(after.miss - before.miss).toBe(1);
+    expect(after.hit - before.hit).toBe(3);
+    // Prompt tokens computed = all prompt tokens less those served from the cache.
+    const u = r.usage!;
+    expect(after.tokens - before.tokens).toBe(u.prompt_tokens - u.prompt_tokens_details!.cached_tokens!);
+    expect(u.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
+    // Four separate cold prompts would be four prefills.
+    const b2 = await prefills();
+    await Promise.all([0, 1].map(() => oai.completions.create({ model: 'primary', prompt: freshPrompt(), temperature: 1, seed: 3, max_tokens: 2 })));
+    expect((await prefills()).miss - b2.miss).toBe(2);
+  });
+});
