@@ -67,3 +67,53 @@ describe('n choices share one prefill', () => {
     expect((await prefills()).miss - b2.miss).toBe(2);
   });
 });
+
+/** Text, finish_reason and chunk count per choice index of a stream, and whether two choices' chunks interleaved. */
+async function byIndex(stream: AsyncIterable<{ choices: { index: number; finish_reason: string | null }[] }>, text: (ch: never) => string): Promise<{ texts: string[]; finishes: (string | null)[]; order: number[] }> {
+  const texts: string[] = [];
+  const finishes: (string | null)[] = [];
+  const order: number[] = [];
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      expect(finishes[ch.index] ?? null, `a chunk of choice ${ch.index} after its finish_reason`).toBeNull();
+      texts[ch.index] = (texts[ch.index] ?? '') + text(ch as never);
+      finishes[ch.index] = ch.finish_reason;
+      order.push(ch.index);
+    }
+  }
+  return { texts, finishes, order };
+}
+
+describe('n choices streamed', () => {
+  it('completions: chunks carry their index; per index the text equals the non-streamed n response at the same seed', async () => {
+    const body = { model: 'primary', prompt: 'Once upon a time', n: 3, temperature: 1, seed: 21, max_tokens: 12 };
+    const whole = await oai.completions.create(body);
+    const s = await byIndex(await oai.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }), (ch: { text: string }) => ch.text);
+    expect(s.texts).toEqual(whole.choices.map((c) => c.text));
+    expect(s.finishes).toEqual(whole.choices.map((c) => c.finish_reason));
+    expect(new Set(s.texts).size).toBeGreaterThan(1); // distinct seeds, distinct stories
+    // The choices ran together: some chunk of a later choice came before choice 0's last one.
+    expect(s.order.indexOf(1)).toBeLessThan(s.order.lastIndexOf(0));
+  });
+
+  it('chat: role chunk, content and finish_reason per index, equal to the non-streamed choices; usage once for all', async () => {
+    const body = { model: 'primary', messages: [{ role: 'user' as const, content: 'Tell me a story.' }], n: 2, temperature: 1, seed: 8, max_tokens: 10 };
+    const whole = await oai.chat.completions.create(body);
+    const roles: number[] = [];
+    let usage: OpenAI.CompletionUsage | undefined;
+    async function* tap(st: AsyncIterable<OpenAI.ChatCompletionChunk>): AsyncIterable<OpenAI.ChatCompletionChunk> {
+      for await (const ch of st) {
+        for (const c of ch.choices) if (c.delta.role === 'assistant') roles.push(c.index);
+        if (ch.usage) usage = ch.usage;
+        yield ch;
+      }
+    }
+    const st = await oai.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    const s = await byIndex(tap(st), (ch: { delta: { content?: string | null } }) => ch.delta.content ?? '');
+    expect(roles).toEqual([0, 1]);
+    expect(s.texts).toEqual(whole.choices.map((c) => c.message.content));
+    expect(s.finishes).toEqual(whole.choices.map((c) => c.finish_reason));
+    expect(usage!.completion_tokens).toBe(whole.usage!.completion_tokens);
+    expect(usage!.prompt_tokens).toBe(whole.usage!.prompt_tokens);
+  });
+});
