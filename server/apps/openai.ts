@@ -77,6 +77,21 @@ function checkBytes(svc: Service, texts: string[]): void {
 /** The most choices one request may ask for (`n`, `best_of`). */
 export const MAX_N = 16;
 
+/** A candidate's mean token log-probability; one without tokens ranks last. */
+export function meanLogprob(d: Done): number {
+  const lps = d.logprobs ?? [];
+  return lps.length ? lps.reduce((a, t) => a + t.logprob, 0) / lps.length : -Infinity;
+}
+
+/** best_of: the `n` candidates with the highest mean token log-probability, best first (ties: lower candidate first). */
+function bestCandidates(ds: Done[], n: number): Done[] {
+  return ds
+    .map((d, i) => ({ d, i, score: meanLogprob(d) }))
+    .sort((a, b) => b.score - a.score || a.i - b.i)
+    .slice(0, n)
+    .map((x) => x.d);
+}
+
 /** Everything but the prompt, from the fields chat and completions share. */
 function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
   if (b.n != null && (b.n < 1 || b.n > MAX_N)) throw new InvalidRequestError('invalid_n', `n must be an integer in [1, ${MAX_N}]`, { field: 'n' });
@@ -340,17 +355,21 @@ export function openaiApp(svc: Service): OpenAIApps {
     const b = await parseBody(c, O.CompletionBody, maxBody);
     if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
     if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
-    if (b.best_of != null && b.best_of !== 1) throw unsupported('best_of', 'only best_of=1 is supported');
+    const n = b.n ?? 1;
+    const bestOf = b.best_of ?? n;
+    if (b.best_of != null && (bestOf < n || bestOf > MAX_N)) throw new InvalidRequestError('invalid_best_of', `best_of must be an integer in [n, ${MAX_N}] (n = ${n})`, { field: 'best_of' });
+    if (b.best_of != null && b.best_of > 1 && b.stream) throw unsupported('best_of', 'best_of cannot be combined with stream: true');
     const group = resolveModel(svc, b.model);
     const p = b.prompt;
     const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
     checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
-    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(b.logprobs != null ? { logprobs: b.logprobs } : {}) };
+    // best_of ranks candidates by their tokens' log-probabilities: ask for them even when the client did not.
+    const lpCount = b.logprobs ?? (bestOf > n ? 0 : null);
+    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(lpCount != null ? { logprobs: lpCount } : {}) };
     const rid = svc.newRequestId();
     const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
     if (b.stream) {
       if (prompts.length !== 1) throw unsupported('prompt', 'stream: true takes a single prompt');
-      const n = b.n ?? 1;
       const framings = Array.from({ length: n }, (_, index): Framing => {
         let offset = 0;
         const choice = (text: string, finish: string | null, lp?: TokenLogprobs): object => {
@@ -362,21 +381,21 @@ export function openaiApp(svc: Service): OpenAIApps {
       });
       return sse(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid, !!b.stream_options?.include_usage, framings, (ds) => ({ ...head, choices: [], usage: usageOf(ds) }));
     }
-    const n = b.n ?? 1;
     let ds: Done[];
-    if (n === 1) {
+    if (bestOf === 1) {
       const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
       c.header('x-request-id', ids.join(','));
       ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
     } else {
-      if (prompts.length !== 1) throw unsupported('n', 'n > 1 takes a single prompt');
-      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid);
+      if (prompts.length !== 1) throw unsupported(b.best_of != null && b.best_of > 1 ? 'best_of' : 'n', 'n > 1 and best_of > 1 take a single prompt');
+      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, bestOf, rid);
     }
     tokensPerSecondHeader(c, ds);
+    const chosen = bestOf > n ? bestCandidates(ds, n) : ds;
     return c.json({
       ...head,
-      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
-      usage: usageOf(ds),
+      choices: chosen.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs && b.logprobs != null ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
+      usage: usageOf(ds), // every candidate's tokens, as OpenAI bills best_of
     });
   });
 

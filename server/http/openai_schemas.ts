@@ -82,7 +82,7 @@ export const CompletionBody = z.object({
   logprobs: nul(z.number().int().min(0).max(20)).describe('Raw log-probabilities of the output tokens and this many alternatives (0-20).'),
   echo: nul(z.boolean()).describe('Unsupported: true is a 400.'),
   suffix: nul(z.string()).describe('Unsupported.'),
-  best_of: nul(z.number().int()).describe('Only 1.'),
+  best_of: nul(z.number().int()).describe('Candidates generated server-side (n..16, default n); the n with the highest mean token log-probability are returned. Not with stream.'),
 });
 
 export const EmbeddingBody = z.object({

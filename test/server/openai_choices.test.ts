@@ -117,3 +117,33 @@ describe('n choices streamed', () => {
     expect(usage!.prompt_tokens).toBe(whole.usage!.prompt_tokens);
   });
 });
+
+describe('best_of', () => {
+  it('returns the n of best_of candidates with the highest mean token log-probability, the candidates being the seeds seed..seed+best_of-1', async () => {
+    const body = { model: 'primary', prompt: 'Once upon a time', temperature: 1.5, max_tokens: 8, logprobs: 0 };
+    // The candidates, each as a lone request with its own seed, scored here from their logprobs.
+    const alone = await Promise.all([40, 41, 42, 43].map((seed) => oai.completions.create({ ...body, seed })));
+    const mean = (c: OpenAI.CompletionChoice): number => c.logprobs!.token_logprobs!.reduce((a, x) => a + x, 0) / c.logprobs!.token_logprobs!.length;
+    const ranked = alone.map((r) => r.choices[0]!).sort((a, b) => mean(b) - mean(a));
+    expect(new Set(ranked.map((c) => c.text)).size).toBeGreaterThan(1);
+    const best = await oai.completions.create({ ...body, seed: 40, n: 2, best_of: 4 });
+    expect(best.choices.map((c) => c.index)).toEqual([0, 1]);
+    expect(best.choices.map((c) => c.text)).toEqual(ranked.slice(0, 2).map((c) => c.text));
+    expect(mean(best.choices[0]!)).toBeGreaterThanOrEqual(mean(best.choices[1]!));
+    // Usage counts every candidate's tokens.
+    expect(best.usage!.completion_tokens).toBe(alone.reduce((a, r) => a + r.usage!.completion_tokens, 0));
+    // Without logprobs asked, none are returned, and the choice is the same.
+    const plain = await oai.completions.create({ model: 'primary', prompt: 'Once upon a time', temperature: 1.5, max_tokens: 8, seed: 40, best_of: 4 });
+    expect(plain.choices).toHaveLength(1);
+    expect(plain.choices[0]!.logprobs).toBeNull();
+    expect(plain.choices[0]!.text).toBe(ranked[0]!.text);
+  });
+
+  it('bad best_of is a 400 with param best_of', async () => {
+    for (const extra of [{ n: 3, best_of: 2 }, { best_of: 17 }, { best_of: 2, stream: true as const }]) {
+      const e = (await oai.completions.create({ model: 'primary', prompt: 'a', max_tokens: 2, ...extra } as OpenAI.CompletionCreateParamsNonStreaming).catch((x: unknown) => x)) as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(e.param).toBe('best_of');
+    }
+  });
+});
