@@ -88,6 +88,7 @@ export class LocalReader implements ReaderApi {
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
       ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+      ...(req.promptLogprobs !== undefined ? { promptLogprobs: req.promptLogprobs } : {}),
       ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };

@@ -188,6 +188,7 @@ function float32Base64(v: readonly number[]): string {
   return Buffer.from(dv.buffer).toString('base64');
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: false });
 const newId = (prefix: string, requestId: string): string => `${prefix}-${requestId.replace(/-/g, '')}`;
 const now = (): number => Math.floor(Date.now() / 1000);
 
@@ -353,7 +354,6 @@ export function openaiApp(svc: Service): OpenAIApps {
   spec.add({ method: 'post', path: '/v1/completions', summary: 'Text completion (stream: true for SSE chunks ending in data: [DONE])', body: O.CompletionBody, response: O.Completion });
   app.post('/v1/completions', async (c) => {
     const b = await parseBody(c, O.CompletionBody, maxBody);
-    if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
     if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
     const n = b.n ?? 1;
     const bestOf = b.best_of ?? n;
@@ -363,9 +363,12 @@ export function openaiApp(svc: Service): OpenAIApps {
     const p = b.prompt;
     const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
     checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
+    // echo: the prompt's text precedes each choice's; its logprobs (and a token-id prompt's text) come from teacher-forcing the prompt.
+    const promptLp = b.echo && (b.logprobs != null || prompts.some((x) => typeof x !== 'string')) ? (b.logprobs ?? 0) : null;
+    if (b.echo && b.stream && promptLp !== null) throw unsupported('echo', 'echo with stream: true takes a text prompt and no logprobs');
     // best_of ranks candidates by their tokens' log-probabilities: ask for them even when the client did not.
     const lpCount = b.logprobs ?? (bestOf > n ? 0 : null);
-    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(lpCount != null ? { logprobs: lpCount } : {}) };
+    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(lpCount != null ? { logprobs: lpCount } : {}), ...(promptLp !== null ? { promptLogprobs: promptLp } : {}) };
     const rid = svc.newRequestId();
     const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
     if (b.stream) {
@@ -377,7 +380,7 @@ export function openaiApp(svc: Service): OpenAIApps {
           offset += text.length;
           return { ...head, choices: [{ index, text, logprobs, finish_reason: finish }] };
         };
-        return { opening: () => [], token: (text, lp) => [choice(text, null, lp)], finish: (d) => [choice('', finishReason(d.finishReason))] };
+        return { opening: () => (b.echo ? [choice(prompts[0] as string, null)] : []), token: (text, lp) => [choice(text, null, lp)], finish: (d) => [choice('', finishReason(d.finishReason))] };
       });
       return sse(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid, !!b.stream_options?.include_usage, framings, (ds) => ({ ...head, choices: [], usage: usageOf(ds) }));
     }
@@ -392,9 +395,18 @@ export function openaiApp(svc: Service): OpenAIApps {
     }
     tokensPerSecondHeader(c, ds);
     const chosen = bestOf > n ? bestCandidates(ds, n) : ds;
+    const echoed = (d: Done, i: number): string => {
+      if (!b.echo) return '';
+      const x = prompts[bestOf === 1 ? i : 0]!;
+      return typeof x === 'string' ? x : utf8.decode(Uint8Array.from((d.promptLogprobs ?? []).flatMap((t) => t.bytes)));
+    };
     return c.json({
       ...head,
-      choices: chosen.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs && b.logprobs != null ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
+      choices: chosen.map((d, i) => {
+        const pre = echoed(d, i);
+        const logprobs = d.logprobs && b.logprobs != null ? completionLogprobs(d.logprobs, pre.length, b.echo ? (d.promptLogprobs ?? []) : []) : null;
+        return { index: i, text: pre + d.text, logprobs, finish_reason: finishReason(d.finishReason) };
+      }),
       usage: usageOf(ds), // every candidate's tokens, as OpenAI bills best_of
     });
   });

@@ -147,3 +147,47 @@ describe('best_of', () => {
     }
   });
 });
+
+describe('echo', () => {
+  it('echo + logprobs: the prompt leads text and lists, first logprob null; prompt logprobs equal those the model gave the same tokens when it generated them', async () => {
+    const prompt = 'Once upon a time';
+    const gen = await oai.completions.create({ model: 'primary', prompt, temperature: 0, max_tokens: 6, logprobs: 2 });
+    const g = gen.choices[0]!;
+    const e = await oai.completions.create({ model: 'primary', prompt, temperature: 0, max_tokens: 6, logprobs: 2, echo: true });
+    const c = e.choices[0]!;
+    expect(c.text).toBe(prompt + g.text);
+    const lp = c.logprobs!;
+    const P = e.usage!.prompt_tokens;
+    expect(lp.tokens).toHaveLength(P + g.logprobs!.tokens!.length);
+    expect(lp.token_logprobs![0]).toBeNull();
+    expect(lp.top_logprobs![0]).toBeNull();
+    for (let i = 1; i < P; i++) {
+      expect(lp.token_logprobs![i]).toBeLessThanOrEqual(0);
+      expect(Object.keys(lp.top_logprobs![i]!)).toHaveLength(2);
+    }
+    // The completion part is unchanged by echo.
+    expect(lp.tokens!.slice(P)).toEqual(g.logprobs!.tokens);
+    for (let i = 0; i < g.logprobs!.tokens!.length; i++) expect(lp.token_logprobs![P + i]!).toBeCloseTo(g.logprobs!.token_logprobs![i]!, 3);
+    // Feeding prompt + generated text back as a prompt: the generated tokens' prompt logprobs equal their logprobs when generated.
+    const again = await oai.completions.create({ model: 'primary', prompt: prompt + g.text, temperature: 0, max_tokens: 1, logprobs: 2, echo: true });
+    const a = again.choices[0]!.logprobs!;
+    const Q = again.usage!.prompt_tokens;
+    expect(a.tokens!.slice(0, Q)).toEqual(lp.tokens!.slice(0, Q));
+    for (let i = 1; i < Q; i++) expect(a.token_logprobs![i]!).toBeCloseTo(lp.token_logprobs![i]!, 3);
+    // Offsets walk the echoed text.
+    expect(lp.text_offset![0]).toBe(0);
+    for (let i = 1; i < lp.tokens!.length; i++) expect(lp.text_offset![i]).toBe(lp.text_offset![i - 1]! + lp.tokens![i - 1]!.length);
+  });
+
+  it('echo alone prepends the prompt, streamed too; echo + logprobs + stream is a 400', async () => {
+    const body = { model: 'primary', prompt: 'Once upon a time', temperature: 0, max_tokens: 5 };
+    const plain = (await oai.completions.create(body)).choices[0]!.text;
+    expect((await oai.completions.create({ ...body, echo: true })).choices[0]!.text).toBe(body.prompt + plain);
+    let streamed = '';
+    for await (const ch of await oai.completions.create({ ...body, echo: true, stream: true })) streamed += ch.choices[0]?.text ?? '';
+    expect(streamed).toBe(body.prompt + plain);
+    const bad = (await oai.completions.create({ ...body, echo: true, logprobs: 1, stream: true }).catch((x: unknown) => x)) as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(bad.param).toBe('echo');
+  });
+});
