@@ -408,6 +408,7 @@ export class Engine {
       const k = a.opts.promptLogprobs ?? 0;
       a.promptLogprobs!.push({ ...this.tokenLp(token, lp?.logprob ?? NaN), top: (lp?.top ?? []).slice(0, k).map((t) => this.tokenLp(t.id, t.logprob)) });
       a.seq.tokens.push(token);
+      this.scheduler.counters.prefillTokens++; // a prompt token, computed in the next step
       return null;
     }
     if (token === 0xffffffff) return 'constraint';

@@ -82,7 +82,8 @@ export class Scheduler {
    * preemption are not counted): `prefills` computed the prompt from its
    * first token (no prefix-cache hit), `prefixReuses` started from cached KV
    * blocks and computed only the rest. `prefillTokens`: prompt tokens
-   * computed over all of them (tokens, not steps).
+   * computed over all of them (tokens, not steps; the engine adds the
+   * tokens of teacher-forced prompts, fed one per step).
    */
   readonly counters = { prefills: 0, prefixReuses: 0, prefillTokens: 0 };
 
