@@ -1,7 +1,8 @@
 /**
  * The OpenAI-compatible layer: POST /v1/chat/completions (tools:
- * openai_tools.ts; logprobs: openai_logprobs.ts; n choices), POST
- * /v1/completions, POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
+ * openai_tools.ts; logprobs: openai_logprobs.ts; n choices, whole or
+ * streamed: openai_choices.ts), POST /v1/completions (also best_of and echo),
+ * POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
  * a generative group is 400 wrong_reader_type, as chat on an embedding group
  * is). Mounted on the inference app and served alone on `openai_port` (3003),
  * so OpenAI clients work with baseURL `.../v1`.

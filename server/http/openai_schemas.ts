@@ -21,7 +21,7 @@ const Common = {
   top_p: nul(z.number().min(0).max(1)).describe('Default 1; 0 = greedy.'),
   seed: nul(z.number().int()).describe('Reproducible sampling; taken modulo 2^32. Default: random.'),
   stop: Stop,
-  n: nul(z.number().int()).describe('Choices, 1-16 (not with stream); they share the prompt\'s KV blocks through the prefix cache; choice i samples with seed + i.'),
+  n: nul(z.number().int()).describe('Choices, 1-16 (streamed: interleaved, each chunk naming its index); they share the prompt\'s KV blocks through the prefix cache; choice i samples with seed + i.'),
   presence_penalty: nul(z.number().min(-2).max(2)),
   frequency_penalty: nul(z.number().min(-2).max(2)),
   logit_bias: nul(z.record(z.string(), z.number())).describe('Token id -> bias in [-100, 100], added to the logits on the GPU before sampling.'),
