@@ -404,7 +404,11 @@ export class Engine {
   private accept(a: Active, token: number, lp?: RowLogprobs): FinishReason | null {
     if (a.forced?.length) {
       const want = a.forced.shift()!;
-      if (token !== want) throw new Error(`engine: teacher-forced prompt token ${want}, sampled ${token}`);
+      if (token !== want) {
+        // Only this request fails (the mask allowed one token: a broken sampler row, not bad input).
+        this.fail(a, new Error(`engine: teacher-forced prompt token ${want}, sampled ${token}`));
+        return null;
+      }
       const k = a.opts.promptLogprobs ?? 0;
       a.promptLogprobs!.push({ ...this.tokenLp(token, lp?.logprob ?? NaN), top: (lp?.top ?? []).slice(0, k).map((t) => this.tokenLp(t.id, t.logprob)) });
       a.seq.tokens.push(token);
