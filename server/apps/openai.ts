@@ -79,7 +79,7 @@ function checkBytes(svc: Service, texts: string[]): void {
 export const MAX_N = 16;
 
 /** A candidate's mean token log-probability; one without tokens ranks last. */
-export function meanLogprob(d: Done): number {
+function meanLogprob(d: Done): number {
   const lps = d.logprobs ?? [];
   return lps.length ? lps.reduce((a, t) => a + t.logprob, 0) / lps.length : -Infinity;
 }
