@@ -72,6 +72,15 @@ export interface GenerateOptions {
    * computed on the GPU in the sampling step. Such requests are not speculated.
    */
   logprobs?: number;
+  /**
+   * Log-probabilities of each prompt token after the first and this many
+   * alternatives (0-20), raw as `logprobs`. The prompt is then fed one token
+   * per step (teacher-forced: each step's row is masked to the next prompt
+   * token), so every position's logits are computed and none come from the
+   * prefix cache: such a prompt costs as many steps as it has tokens.
+   * Not with image rows; not speculated.
+   */
+  promptLogprobs?: number;
   /** Token id -> bias added to the logits on the GPU before sampling (and before logprobs are read). Not speculated. */
   logitBias?: ReadonlyMap<number, number>;
 }
@@ -89,6 +98,11 @@ export interface TokenLogprobs extends TokenLogprob {
   top: TokenLogprob[];
 }
 
+/** A prompt token's: as TokenLogprobs, but the first prompt token has none (logprob null, top empty). */
+export interface PromptTokenLogprobs extends Omit<TokenLogprobs, 'logprob'> {
+  logprob: number | null;
+}
+
 export type FinishReason = 'length' | 'stop' | 'eos' | 'cancelled' | 'constraint' | 'error';
 
 export interface Usage {
@@ -102,7 +116,7 @@ export interface Usage {
 
 export type GenerationEvent =
   | { type: 'token'; id: number; text: string; logprobs?: TokenLogprobs }
-  | { type: 'done'; finishReason: FinishReason; usage: Usage; text: string; tokenIds: number[]; logprobs?: TokenLogprobs[] };
+  | { type: 'done'; finishReason: FinishReason; usage: Usage; text: string; tokenIds: number[]; logprobs?: TokenLogprobs[]; promptLogprobs?: PromptTokenLogprobs[] };
 
 export interface GenerationResult {
   text: string;
@@ -130,6 +144,9 @@ interface Active {
   maxNew: number;
   /** Per emitted token, when the request asked for logprobs. */
   logprobs?: TokenLogprobs[];
+  /** promptLogprobs: the prompt tokens still to feed (teacher-forced), and the entries so far (one per prompt token). */
+  forced?: number[];
+  promptLogprobs?: PromptTokenLogprobs[];
 }
 
 /** A sequence verified with draft tokens this step. */
@@ -210,7 +227,9 @@ export class Engine {
     if (e && (e.rows.length !== e.positions.length * e.width || e.positions.some((p) => p >= ids.length))) {
       throw new InvalidRequestError('invalid_embeds', 'embedding rows do not match the prompt positions');
     }
-    const seq: SchedSeq = { id, tokens: ids, computed: 0, salt: opts.salt ?? '', state: 'waiting', preemptions: 0, cancelled: false, ...(e ? { embeds: e } : {}) };
+    const plp = opts.promptLogprobs;
+    if (plp !== undefined && e) throw new InvalidRequestError('invalid_request', 'prompt logprobs are not available for prompts with images', { field: 'prompt_logprobs' });
+    const seq: SchedSeq = { id, tokens: plp !== undefined ? ids.slice(0, 1) : ids, computed: 0, salt: opts.salt ?? '', state: 'waiting', preemptions: 0, cancelled: false, ...(e ? { embeds: e } : {}) };
     const channel = new Channel<GenerationEvent>(() => this.cancel(id));
     const a: Active = {
       seq,
@@ -223,6 +242,7 @@ export class Engine {
       stops: new StopMatcher(opts.stop ?? []),
       channel,
       maxNew,
+      ...(plp !== undefined ? { forced: ids.slice(1), promptLogprobs: [{ ...this.tokenLp(ids[0]!, 0), logprob: null, top: [] }] } : {}),
     };
     if (opts.signal?.aborted) throw new CancelledError();
     opts.signal?.addEventListener('abort', () => this.cancel(id), { once: true });
@@ -250,7 +270,18 @@ export class Engine {
     return true;
   }
 
+  private tokenLp(id: number, logprob: number): TokenLogprob {
+    return { id, bytes: Array.from(this.tokenizer.tokenBytes(id)), logprob };
+  }
+
   private row(a: Active): RowSampling {
+    if (a.forced?.length) {
+      // Teacher-forced prompt position: only the next prompt token is allowed; no bias, penalties or bans.
+      const t = a.forced[0]!;
+      const mask = new Uint32Array(Math.ceil(this.vocab / 32));
+      mask[t >>> 5] = 1 << (t & 31);
+      return { params: GREEDY, step: 0, mask, logprobs: Math.max(a.opts.promptLogprobs ?? 0, a.opts.logprobs ?? 0) };
+    }
     const bans: number[] = [];
     if (a.generated.length < (a.opts.minNewTokens ?? 0) && !a.opts.ignoreEos) bans.push(...this.opts.eosIds);
     if (a.opts.noRepeatNgramSize) bans.push(...bannedNgramTokens(a.seq.tokens, a.opts.noRepeatNgramSize));
@@ -291,7 +322,7 @@ export class Engine {
   private canSpeculate(a: Active): boolean {
     const p = a.sampling;
     // Image rows (embeds) are the target's own embeddings: a text-only draft cannot read them.
-    if (a.opts.speculative === false || a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds || a.opts.logprobs !== undefined || a.opts.logitBias?.size) return false;
+    if (a.opts.speculative === false || a.forced?.length || a.opts.constraint || a.opts.noRepeatNgramSize || a.seq.embeds || a.opts.logprobs !== undefined || a.opts.logitBias?.size) return false;
     if (p.repetitionPenalty !== 1 || p.presencePenalty !== 0 || p.frequencyPenalty !== 0) return false;
     return a.generated.length >= (a.opts.minNewTokens ?? 0) || !!a.opts.ignoreEos;
   }
@@ -363,6 +394,7 @@ export class Engine {
       text: a.text,
       tokenIds: a.generated,
       ...(a.logprobs ? { logprobs: a.logprobs } : {}),
+      ...(a.promptLogprobs ? { promptLogprobs: a.promptLogprobs } : {}),
       usage: { promptTokens: a.promptLen, completionTokens: a.generated.length, cachedTokens: a.seq.cachedTokens ?? 0 },
     });
     a.channel.close();
@@ -370,6 +402,19 @@ export class Engine {
 
   /** Appends a sampled token; returns the finish reason if the request is done. */
   private accept(a: Active, token: number, lp?: RowLogprobs): FinishReason | null {
+    if (a.forced?.length) {
+      const want = a.forced.shift()!;
+      if (token !== want) {
+        // Only this request fails (the mask allowed one token: a broken sampler row, not bad input).
+        this.fail(a, new Error(`engine: teacher-forced prompt token ${want}, sampled ${token}`));
+        return null;
+      }
+      const k = a.opts.promptLogprobs ?? 0;
+      a.promptLogprobs!.push({ ...this.tokenLp(token, lp?.logprob ?? NaN), top: (lp?.top ?? []).slice(0, k).map((t) => this.tokenLp(t.id, t.logprob)) });
+      a.seq.tokens.push(token);
+      this.scheduler.counters.prefillTokens++; // a prompt token, computed in the next step
+      return null;
+    }
     if (token === 0xffffffff) return 'constraint';
     let tokenLp: TokenLogprobs | undefined;
     if (lp && a.opts.logprobs !== undefined) {

@@ -88,6 +88,7 @@ export class LocalReader implements ReaderApi {
       ...(signal ? { signal } : {}),
       ...(constraint ? { constraint } : {}),
       ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
+      ...(req.promptLogprobs !== undefined ? { promptLogprobs: req.promptLogprobs } : {}),
       ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };
@@ -144,6 +145,7 @@ export class LocalReader implements ReaderApi {
       kvBlocksTotal: kv.numBlocks,
       kvBlocksFree: kv.freeBlocks,
       prefixHitTokens: kv.prefixHitTokens,
+      ...engine.scheduler.counters,
       ...(engine.speculator
         ? {
             draftTokensProposed: engine.speculator.stats.proposed,

@@ -43,6 +43,8 @@ export interface GenerateRequest {
   constraint?: ConstraintRequest;
   /** Raw log-probabilities of each generated token and this many alternatives (0-20); see GenerateOptions.logprobs. */
   logprobs?: number;
+  /** Raw log-probabilities of each prompt token after the first and this many alternatives (0-20); see GenerateOptions.promptLogprobs. */
+  promptLogprobs?: number;
   /** Token id -> bias in [-100, 100] added to the logits before sampling (OpenAI logit_bias). */
   logitBias?: Record<string, number>;
   /**
@@ -107,6 +109,14 @@ export interface ReaderStats {
   draftTokensAccepted?: number;
   draftAcceptanceRate?: number | null;
   prefixHitTokens: number;
+  /**
+   * Generative readers: prompts admitted with nothing cached (a full
+   * prefill), prompts that started from prefix-cached KV blocks, and prompt
+   * tokens computed over both (first admissions only).
+   */
+  prefills?: number;
+  prefixReuses?: number;
+  prefillTokens?: number;
   computedTokens: number;
   /** Total GPU time of engine steps in ms (timestamp queries), or null where unsupported. */
   gpuBusyMs?: number | null;
@@ -188,6 +198,7 @@ export function validateRequest(req: GenerateRequest): void {
   intField(req.noRepeatNgramSize, 'no_repeat_ngram_size', 0, 1024);
   intField(req.promptMaxTokens, 'prompt_max_tokens', 1, 1 << 24);
   intField(req.logprobs, 'logprobs', 0, 20);
+  intField(req.promptLogprobs, 'prompt_logprobs', 0, 20);
   if (req.stop !== undefined && (!Array.isArray(req.stop) || req.stop.some((s) => typeof s !== 'string' || s.length === 0))) {
     throw new InvalidRequestError('invalid_stop', 'stop must be a list of non-empty strings', { field: 'stop' });
   }

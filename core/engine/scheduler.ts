@@ -77,6 +77,15 @@ export interface StepPlan {
 export class Scheduler {
   readonly waiting: SchedSeq[] = [];
   readonly running: SchedSeq[] = [];
+  /**
+   * Prompt admissions (first admission of a sequence; re-admissions after
+   * preemption are not counted): `prefills` computed the prompt from its
+   * first token (no prefix-cache hit), `prefixReuses` started from cached KV
+   * blocks and computed only the rest. `prefillTokens`: prompt tokens
+   * computed over all of them (tokens, not steps; the engine adds the
+   * tokens of teacher-forced prompts, fed one per step).
+   */
+  readonly counters = { prefills: 0, prefixReuses: 0, prefillTokens: 0 };
 
   constructor(
     readonly cfg: SchedulerConfig,
@@ -153,7 +162,12 @@ export class Scheduler {
       }
       this.waiting.shift();
       seq.computed = cached;
-      if (seq.preemptions === 0) seq.cachedTokens = cached;
+      if (seq.preemptions === 0) {
+        seq.cachedTokens = cached;
+        if (cached === 0) this.counters.prefills++;
+        else this.counters.prefixReuses++;
+        this.counters.prefillTokens += seq.tokens.length - cached;
+      }
       seq.state = 'running';
       this.running.push(seq);
       plan.scheduled.push({ seq, start: cached, count, sample: cached + count === seq.tokens.length });

@@ -1,10 +1,10 @@
 /**
  * GET /metrics (Prometheus text): service counters and histograms, process
  * CPU/memory, and per-reader engine gauges (queue depth, running batch, KV
- * blocks, prefix-cache hits) gathered from the readers at scrape time.
+ * blocks, prefix-cache hits, prompt prefills) gathered from the readers at scrape time.
  */
 import type { Hono } from 'hono';
-import { decodePathMetrics, gauge, speculativeMetrics } from '../metrics.ts';
+import { decodePathMetrics, gauge, readerCounter, speculativeMetrics } from '../metrics.ts';
 import { PROBE_MS } from '../readers/managed_reader.ts';
 import type { Service } from '../service.ts';
 
@@ -36,6 +36,12 @@ export function metricsRoute(app: Hono, svc: Service): void {
       gauge('weft_kv_blocks_used', 'KV-cache blocks in use.', per((s) => s.kvBlocksTotal - s.kvBlocksFree)) +
       gauge('weft_kv_blocks_total', 'KV-cache blocks in the pool.', per((s) => s.kvBlocksTotal)) +
       gauge('weft_prefix_cache_hit_tokens', 'Prompt tokens served from the prefix cache.', per((s) => s.prefixHitTokens)) +
+      readerCounter(
+        'weft_prefills_total',
+        'Prompts admitted to a generative reader: cache="miss" computed the whole prompt, cache="hit" started from prefix-cached KV blocks.',
+        stats.flatMap((x) => (x.s?.prefills === undefined ? [] : (['miss', 'hit'] as const).map((cache): [Record<string, string>, number] => [{ ...lbl(x.r.readerId, x.r.spec.consumerGroup), cache }, cache === 'miss' ? x.s!.prefills! : (x.s!.prefixReuses ?? 0)]))),
+      ) +
+      readerCounter('weft_prefill_tokens_total', 'Prompt tokens computed (not served from the prefix cache).', stats.flatMap((x) => (x.s?.prefillTokens === undefined ? [] : [[lbl(x.r.readerId, x.r.spec.consumerGroup), x.s.prefillTokens]]))) +
       gauge('weft_computed_tokens', 'Tokens run through the model.', per((s) => s.computedTokens)) +
       gauge('weft_gpu_busy_seconds_total', 'GPU time spent in engine steps (timestamp queries; absent where unsupported).', per((s) => (s.gpuBusyMs ?? NaN) / 1000).filter(([, v]) => !Number.isNaN(v))) +
       gauge('weft_gpu_utilization', 'Fraction of wall time the GPU spent in engine steps since the previous scrape.', utilization()) +

@@ -1,7 +1,8 @@
 /**
  * The OpenAI-compatible layer: POST /v1/chat/completions (tools:
- * openai_tools.ts; logprobs: openai_logprobs.ts; n choices), POST
- * /v1/completions, POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
+ * openai_tools.ts; logprobs: openai_logprobs.ts; n choices, whole or
+ * streamed: openai_choices.ts), POST /v1/completions (also best_of and echo),
+ * POST /v1/responses (openai_responses.ts), GET /v1/models(/{id}) and POST /v1/embeddings (served by embedding readers;
  * a generative group is 400 wrong_reader_type, as chat on an embedding group
  * is). Mounted on the inference app and served alone on `openai_port` (3003),
  * so OpenAI clients work with baseURL `.../v1`.
@@ -17,7 +18,7 @@
  */
 import { Hono, type Context } from 'hono';
 import type { SSEStreamingApi } from 'hono/streaming';
-import { CancelledError, InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError } from '../../core/errors.ts';
+import { InvalidRequestError, NotFoundError, PayloadTooLargeError, UnavailableError } from '../../core/errors.ts';
 import type { GenerationEvent, TokenLogprobs } from '../../core/engine/engine.ts';
 import { chatLogprobs, completionLogprobs } from './openai_logprobs.ts';
 import { responsesRoutes } from './openai_responses.ts';
@@ -27,7 +28,8 @@ import { ApiSpec, parseBody } from '../http/api_spec.ts';
 import { bearerAuth } from '../http/auth.ts';
 import { statusOf } from '../http/errors.ts';
 import { checkTextBytes } from './encoders.ts';
-import { sseGeneration, tokensPerSecondHeader } from '../http/sse.ts';
+import { tokensPerSecondHeader } from '../http/sse.ts';
+import { runChoices, streamChoices } from './openai_choices.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
 import { jsonWhitespace } from './generation.ts';
@@ -73,48 +75,27 @@ function checkBytes(svc: Service, texts: string[]): void {
   if (bytes > limit) throw new PayloadTooLargeError('prompt_too_large', `the prompt is ${bytes} bytes; the limit is ${limit} (WEFT_MAX_PROMPT_STRING_BYTES)`, { limit, bytes, field: 'prompt' });
 }
 
-/** The most choices one request may ask for (`n`). */
+/** The most choices one request may ask for (`n`, `best_of`). */
 export const MAX_N = 16;
 
-/**
- * Runs `n` choices of one request. Choice 0 starts first; once its prompt is
- * prefilled (its first event), the others start and reuse the prompt's KV
- * blocks through the prefix cache, so the prompt's full blocks are computed
- * once. Choice i samples with seed + i (mod 2^32) when a seed is given.
- */
-async function runChoices(c: Context, svc: Service, group: string, req: GenerateRequest, n: number, rid: string): Promise<Done[]> {
-  const signal = c.req.raw.signal;
-  const ids = [rid, ...Array.from({ length: n - 1 }, () => svc.newRequestId())];
-  c.header('x-request-id', ids.join(','));
-  if (n === 1) return [await svc.runToCompletion(group, { ...req, id: rid }, signal)];
-  const { events, release } = await svc.startGeneration(group, { ...req, id: rid }, signal);
-  const it = events[Symbol.asyncIterator]();
-  let first: IteratorResult<GenerationEvent>;
-  try {
-    first = await it.next();
-  } catch (e) {
-    release();
-    throw e;
-  }
-  const seed = req.sampling?.seed;
-  const rest = ids.slice(1).map((id, k) =>
-    svc.runToCompletion(group, { ...req, id, sampling: { ...req.sampling, ...(seed !== undefined ? { seed: (seed + k + 1) % 2 ** 32 } : {}) } }, signal),
-  );
-  const d0 = (async (): Promise<Done> => {
-    try {
-      for (let r = first; !r.done; r = await it.next()) if (r.value.type === 'done') return r.value;
-      throw new CancelledError();
-    } finally {
-      release();
-    }
-  })();
-  return Promise.all([d0, ...rest]);
+/** A candidate's mean token log-probability; one without tokens ranks last. */
+function meanLogprob(d: Done): number {
+  const lps = d.logprobs ?? [];
+  return lps.length ? lps.reduce((a, t) => a + t.logprob, 0) / lps.length : -Infinity;
+}
+
+/** best_of: the `n` candidates with the highest mean token log-probability, best first (ties: lower candidate first). */
+function bestCandidates(ds: Done[], n: number): Done[] {
+  return ds
+    .map((d, i) => ({ d, i, score: meanLogprob(d) }))
+    .sort((a, b) => b.score - a.score || a.i - b.i)
+    .slice(0, n)
+    .map((x) => x.d);
 }
 
 /** Everything but the prompt, from the fields chat and completions share. */
 function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: number | null | undefined, rf: O.ResponseFormatT | null | undefined): Omit<GenerateRequest, 'prompt'> {
   if (b.n != null && (b.n < 1 || b.n > MAX_N)) throw new InvalidRequestError('invalid_n', `n must be an integer in [1, ${MAX_N}]`, { field: 'n' });
-  if (b.n != null && b.n > 1 && b.stream) throw unsupported('n', 'n > 1 is not supported with stream: true');
   const bias = b.logit_bias && Object.keys(b.logit_bias).length ? checkLogitBias(svc, group, b.logit_bias) : undefined;
   const seed = b.seed ?? undefined;
   const sampling = {
@@ -208,6 +189,7 @@ function float32Base64(v: readonly number[]): string {
   return Buffer.from(dv.buffer).toString('base64');
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: false });
 const newId = (prefix: string, requestId: string): string => `${prefix}-${requestId.replace(/-/g, '')}`;
 const now = (): number => Math.floor(Date.now() / 1000);
 
@@ -218,26 +200,31 @@ interface Framing {
   token(text: string, lp?: TokenLogprobs): object[];
   /** The last chunks (held-back content, tool calls, finish_reason). */
   finish(d: Done): object[];
-  usage(d: Done): object;
 }
 
-/** Streams one generation as OpenAI SSE: `data: {chunk}` ... `data: [DONE]`; errors after the start as `data: {error}`. */
-async function sse(c: Context, svc: Service, group: string, req: GenerateRequest, id: string, includeUsage: boolean, f: Framing): Promise<Response> {
+/**
+ * Streams the request's `n` choices as OpenAI SSE: `data: {chunk}` ... `data: [DONE]`,
+ * chunks of different choices interleaved as they come (each names its `index`), each
+ * choice's last chunk carrying its finish_reason, then one usage chunk for all when asked;
+ * errors after the start as `data: {error}`.
+ */
+async function sse(c: Context, svc: Service, group: string, req: GenerateRequest, n: number, id: string, includeUsage: boolean, fs: Framing[], usage: (ds: Done[]) => object): Promise<Response> {
   const withUsage = (o: object): object => (includeUsage ? { ...o, usage: null } : o);
   const send = (stream: SSEStreamingApi, o: object): Promise<void> => stream.writeSSE({ data: JSON.stringify(o) });
-  return sseGeneration(c, svc, group, { ...req, id }, {
+  return streamChoices(c, svc, group, req, n, id, {
     async open(stream) {
-      for (const o of f.opening()) await send(stream, withUsage(o));
+      for (const f of fs) for (const o of f.opening()) await send(stream, withUsage(o));
     },
-    async event(stream, ev) {
+    async event(stream, i, ev) {
+      const f = fs[i]!;
       if (ev.type === 'token') {
         if (ev.text || ev.logprobs) for (const o of f.token(ev.text, ev.logprobs)) await send(stream, withUsage(o));
       } else {
         for (const o of f.finish(ev)) await send(stream, withUsage(o));
-        if (includeUsage) await send(stream, f.usage(ev));
       }
     },
-    async close(stream) {
+    async close(stream, ds) {
+      if (includeUsage) await send(stream, usage(ds));
       await stream.writeSSE({ data: '[DONE]' });
     },
     async error(stream, e) {
@@ -252,7 +239,7 @@ async function sse(c: Context, svc: Service, group: string, req: GenerateRequest
  * (its function is known only then); `auto` streams content and holds back
  * text from the first sign of a call, sending parsed calls at the end.
  */
-function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null, lp?: TokenLogprobs) => object): Omit<Framing, 'usage'> {
+function chatStream(plan: ToolPlan | null, choice: (delta: object, finish: string | null, lp?: TokenLogprobs) => object): Framing {
   const opening = (): object[] => [choice({ role: 'assistant', content: '' }, null)];
   const end = (d: Done, calls: { name: string; arguments: string }[], rest: string): object[] => {
     const out: object[] = rest ? [choice({ content: rest }, null)] : [];
@@ -340,8 +327,11 @@ export function openaiApp(svc: Service): OpenAIApps {
     const rid = svc.newRequestId();
     const head = { id: newId('chatcmpl', rid), object: 'chat.completion.chunk', created: now(), model: b.model ?? group };
     if (b.stream) {
-      const choice = (delta: object, finish: string | null, lp?: TokenLogprobs): object => ({ ...head, choices: [{ index: 0, delta, logprobs: lp ? chatLogprobs([lp]) : null, finish_reason: finish }] });
-      return sse(c, svc, group, req, rid, !!b.stream_options?.include_usage, { ...chatStream(plan, choice), usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }) });
+      const n = b.n ?? 1;
+      const framings = Array.from({ length: n }, (_, index) =>
+        chatStream(plan, (delta, finish, lp) => ({ ...head, choices: [{ index, delta, logprobs: lp ? chatLogprobs([lp]) : null, finish_reason: finish }] })),
+      );
+      return sse(c, svc, group, req, n, rid, !!b.stream_options?.include_usage, framings, (ds) => ({ ...head, choices: [], usage: usageOf(ds) }));
     }
     const ds = await runChoices(c, svc, group, req, b.n ?? 1, rid);
     tokensPerSecondHeader(c, ds);
@@ -365,46 +355,60 @@ export function openaiApp(svc: Service): OpenAIApps {
   spec.add({ method: 'post', path: '/v1/completions', summary: 'Text completion (stream: true for SSE chunks ending in data: [DONE])', body: O.CompletionBody, response: O.Completion });
   app.post('/v1/completions', async (c) => {
     const b = await parseBody(c, O.CompletionBody, maxBody);
-    if (b.echo) throw unsupported('echo', 'echo is not supported by this server');
     if (b.suffix) throw unsupported('suffix', 'suffix (insertion) is not supported by this server');
-    if (b.best_of != null && b.best_of !== 1) throw unsupported('best_of', 'only best_of=1 is supported');
+    const n = b.n ?? 1;
+    const bestOf = b.best_of ?? n;
+    if (b.best_of != null && (bestOf < n || bestOf > MAX_N)) throw new InvalidRequestError('invalid_best_of', `best_of must be an integer in [n, ${MAX_N}] (n = ${n})`, { field: 'best_of' });
+    if (b.best_of != null && b.best_of > 1 && b.stream) throw unsupported('best_of', 'best_of cannot be combined with stream: true');
     const group = resolveModel(svc, b.model);
     const p = b.prompt;
     const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as string[] | number[][]);
     checkBytes(svc, prompts.flatMap((x) => (typeof x === 'string' ? [x] : [])));
-    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(b.logprobs != null ? { logprobs: b.logprobs } : {}) };
+    // echo: the prompt's text precedes each choice's; its logprobs (and a token-id prompt's text) come from teacher-forcing the prompt.
+    const promptLp = b.echo && (b.logprobs != null || prompts.some((x) => typeof x !== 'string')) ? (b.logprobs ?? 0) : null;
+    if (b.echo && b.stream && promptLp !== null) throw unsupported('echo', 'echo with stream: true takes a text prompt and no logprobs');
+    // best_of ranks candidates by their tokens' log-probabilities: ask for them even when the client did not.
+    const lpCount = b.logprobs ?? (bestOf > n ? 0 : null);
+    const base = { ...baseRequest(svc, b, group, b.max_tokens, b.response_format), ...(lpCount != null ? { logprobs: lpCount } : {}), ...(promptLp !== null ? { promptLogprobs: promptLp } : {}) };
     const rid = svc.newRequestId();
     const head = { id: newId('cmpl', rid), object: 'text_completion', created: now(), model: b.model ?? group };
     if (b.stream) {
       if (prompts.length !== 1) throw unsupported('prompt', 'stream: true takes a single prompt');
-      let offset = 0;
-      const choice = (text: string, finish: string | null, lp?: TokenLogprobs): object => {
-        const logprobs = lp ? completionLogprobs([lp], offset) : null;
-        offset += text.length;
-        return { ...head, choices: [{ index: 0, text, logprobs, finish_reason: finish }] };
-      };
-      return sse(c, svc, group, { ...base, prompt: prompts[0]! }, rid, !!b.stream_options?.include_usage, {
-        opening: () => [],
-        token: (text, lp) => [choice(text, null, lp)],
-        finish: (d) => [choice('', finishReason(d.finishReason))],
-        usage: (d) => ({ ...head, choices: [], usage: usageOf([d]) }),
+      const framings = Array.from({ length: n }, (_, index): Framing => {
+        let offset = 0;
+        const choice = (text: string, finish: string | null, lp?: TokenLogprobs): object => {
+          const logprobs = lp ? completionLogprobs([lp], offset) : null;
+          offset += text.length;
+          return { ...head, choices: [{ index, text, logprobs, finish_reason: finish }] };
+        };
+        return { opening: () => (b.echo ? [choice(prompts[0] as string, null)] : []), token: (text, lp) => [choice(text, null, lp)], finish: (d) => [choice('', finishReason(d.finishReason))] };
       });
+      return sse(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid, !!b.stream_options?.include_usage, framings, (ds) => ({ ...head, choices: [], usage: usageOf(ds) }));
     }
-    const n = b.n ?? 1;
     let ds: Done[];
-    if (n === 1) {
+    if (bestOf === 1) {
       const ids = prompts.map((_, i) => (i === 0 ? rid : svc.newRequestId()));
       c.header('x-request-id', ids.join(','));
       ds = await Promise.all(prompts.map((prompt, i) => svc.runToCompletion(group, { ...base, prompt, id: ids[i]! }, c.req.raw.signal)));
     } else {
-      if (prompts.length !== 1) throw unsupported('n', 'n > 1 takes a single prompt');
-      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, n, rid);
+      if (prompts.length !== 1) throw unsupported(b.best_of != null && b.best_of > 1 ? 'best_of' : 'n', 'n > 1 and best_of > 1 take a single prompt');
+      ds = await runChoices(c, svc, group, { ...base, prompt: prompts[0]! }, bestOf, rid);
     }
     tokensPerSecondHeader(c, ds);
+    const chosen = bestOf > n ? bestCandidates(ds, n) : ds;
+    const echoed = (d: Done, i: number): string => {
+      if (!b.echo) return '';
+      const x = prompts[bestOf === 1 ? i : 0]!;
+      return typeof x === 'string' ? x : utf8.decode(Uint8Array.from((d.promptLogprobs ?? []).flatMap((t) => t.bytes)));
+    };
     return c.json({
       ...head,
-      choices: ds.map((d, i) => ({ index: i, text: d.text, logprobs: d.logprobs ? completionLogprobs(d.logprobs) : null, finish_reason: finishReason(d.finishReason) })),
-      usage: usageOf(ds),
+      choices: chosen.map((d, i) => {
+        const pre = echoed(d, i);
+        const logprobs = d.logprobs && b.logprobs != null ? completionLogprobs(d.logprobs, pre.length, b.echo ? (d.promptLogprobs ?? []) : []) : null;
+        return { index: i, text: pre + d.text, logprobs, finish_reason: finishReason(d.finishReason) };
+      }),
+      usage: usageOf(ds), // every candidate's tokens, as OpenAI bills best_of
     });
   });
 

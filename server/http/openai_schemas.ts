@@ -3,7 +3,7 @@
  * for validation (server/apps/openai.ts) and for the OpenAPI document. Unknown
  * fields (user, metadata, store, ...) are accepted and ignored, as clients
  * send them freely; fields we cannot honour are accepted here and refused
- * with a clear 400 by the handler (echo, suffix, best_of, ...), so the error
+ * with a clear 400 by the handler (suffix, some echo and best_of forms), so the error
  * names the feature rather than a schema path. Tools are checked by
  * server/apps/openai_tools.ts, with param paths such as `tools.0.function.parameters`.
  */
@@ -21,7 +21,7 @@ const Common = {
   top_p: nul(z.number().min(0).max(1)).describe('Default 1; 0 = greedy.'),
   seed: nul(z.number().int()).describe('Reproducible sampling; taken modulo 2^32. Default: random.'),
   stop: Stop,
-  n: nul(z.number().int()).describe('Choices, 1-16 (not with stream); they share the prompt\'s KV blocks through the prefix cache; choice i samples with seed + i.'),
+  n: nul(z.number().int()).describe('Choices, 1-16 (streamed: interleaved, each chunk naming its index); they share the prompt\'s KV blocks through the prefix cache; choice i samples with seed + i.'),
   presence_penalty: nul(z.number().min(-2).max(2)),
   frequency_penalty: nul(z.number().min(-2).max(2)),
   logit_bias: nul(z.record(z.string(), z.number())).describe('Token id -> bias in [-100, 100], added to the logits on the GPU before sampling.'),
@@ -80,9 +80,9 @@ export const CompletionBody = z.object({
   ...Common,
   response_format: nul(ResponseFormat).describe('Extension (as vLLM): constrain the completion like chat response_format.'),
   logprobs: nul(z.number().int().min(0).max(20)).describe('Raw log-probabilities of the output tokens and this many alternatives (0-20).'),
-  echo: nul(z.boolean()).describe('Unsupported: true is a 400.'),
+  echo: nul(z.boolean()).describe('Prepend the prompt to each choice; with logprobs, the prompt tokens\' logprobs lead the lists (the first null).'),
   suffix: nul(z.string()).describe('Unsupported.'),
-  best_of: nul(z.number().int()).describe('Only 1.'),
+  best_of: nul(z.number().int()).describe('Candidates generated server-side (n..16, default n); the n with the highest mean token log-probability are returned. Not with stream.'),
 });
 
 export const EmbeddingBody = z.object({

@@ -4,6 +4,8 @@
  * sequence the GPU sampled (temperature 0.8: the logprobs are the raw model
  * distribution, not the tempered one). Tolerance 2e-3 absolute: the GPU forward
  * and the float64-accumulating reference differ by ~1e-4 in the logits.
+ * Prompt logprobs (the prompt teacher-forced one token per step) are checked
+ * the same way, position by position.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
@@ -63,5 +65,40 @@ describe('logprobs against the reference forward', () => {
     });
     // Sampling at 0.8 takes tokens outside the top 5 only rarely; the check above covers them too.
     expect(belowTop).toBeLessThan(done!.tokenIds.length);
+  });
+});
+
+describe('prompt logprobs against the reference forward', () => {
+  let loaded: LoadedDecoder | undefined;
+  afterAll(() => loaded?.destroy());
+
+  it('each prompt token after the first has the log-softmax of the reference logits at the position before it; generation is unchanged', async () => {
+    const ctx = await gpuFor(TEST_BACKENDS[0]!);
+    loaded = await loadDecoder(ctx, dirSource(DEFAULT_MODEL_DIR), { maxSeqs: 4 });
+    const prompt = 'Once upon a time, a little dog';
+    const opts = { maxNewTokens: 6, sampling: { temperature: 0.8, seed: 9 }, logprobs: 3 };
+    const run = async (extra: object): Promise<Extract<GenerationEvent, { type: 'done' }>> => {
+      for await (const ev of loaded!.engine.generate(prompt, { ...opts, ...extra })) if (ev.type === 'done') return ev;
+      throw new Error('no done');
+    };
+    const plain = await run({});
+    const forced = await run({ promptLogprobs: 3 });
+    expect(forced.tokenIds).toEqual(plain.tokenIds);
+    expect(forced.text).toBe(plain.text);
+    const ids = loaded.engine.promptIds(prompt);
+    const plp = forced.promptLogprobs!;
+    expect(plp.map((t) => t.id)).toEqual(ids);
+    expect(plp[0]!.logprob).toBeNull();
+    expect(forced.usage.promptTokens).toBe(ids.length);
+    const ref = await reference();
+    let logits = ref.prefill(ids.slice(0, 1));
+    for (let i = 1; i < ids.length; i++) {
+      const want = logSoftmaxRef(logits);
+      expect(Math.abs(plp[i]!.logprob! - want[ids[i]!]!)).toBeLessThan(TOL);
+      const best = Array.from(want.keys()).sort((a, b) => want[b]! - want[a]! || a - b);
+      expect(plp[i]!.top).toHaveLength(3);
+      expect(Math.abs(plp[i]!.top[0]!.logprob - want[best[0]!]!)).toBeLessThan(TOL);
+      logits = ref.step(ids[i]!);
+    }
   });
 });

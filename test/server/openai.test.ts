@@ -147,7 +147,10 @@ describe('OpenAI layer in-process', () => {
 
   it.each([
     ['n over the maximum', '/chat/completions', { messages: user('a'), n: 17 }, 400, 'invalid_n', 'n'],
-    ['n > 1 streamed', '/chat/completions', { messages: user('a'), n: 2, stream: true }, 400, 'unsupported_parameter', 'n'],
+    ['best_of below n', '/completions', { prompt: 'a', n: 3, best_of: 2 }, 400, 'invalid_best_of', 'best_of'],
+    ['best_of over the maximum', '/completions', { prompt: 'a', best_of: 17 }, 400, 'invalid_best_of', 'best_of'],
+    ['best_of streamed', '/completions', { prompt: 'a', best_of: 2, stream: true }, 400, 'unsupported_parameter', 'best_of'],
+    ['best_of over several prompts', '/completions', { prompt: ['a', 'b'], best_of: 2 }, 400, 'unsupported_parameter', 'best_of'],
     ['top_logprobs > 20', '/chat/completions', { messages: user('a'), logprobs: true, top_logprobs: 21 }, 400, 'invalid_request', 'top_logprobs'],
     ['a malformed tool', '/chat/completions', { messages: user('a'), tools: [{ type: 'function' }] }, 400, 'invalid_tool', 'tools.0'],
     ['tools for a template without tool support', '/chat/completions', { messages: user('a'), tools: [{ type: 'function', function: { name: 'f' } }] }, 400, 'tools_not_supported', 'tools'],
