@@ -93,9 +93,13 @@ describe('inference app', () => {
   });
 
   it('cancels a request by id', async () => {
-    const pending = inf('/generate', post({ text: 'Once upon a time', max_new_tokens: 400 }));
-    await new Promise((r) => setTimeout(r, 300));
-    const status = (await (await inf('/status')).json()) as { requests_in_flight: number };
+    const pending = inf('/generate', post({ text: 'Once upon a time', max_new_tokens: 400, min_new_tokens: 400 }));
+    // Cancel as soon as it is in flight: on a fast host 400 tokens take well under a second.
+    let status = { requests_in_flight: 0 };
+    for (let i = 0; i < 500 && status.requests_in_flight === 0; i++) {
+      status = (await (await inf('/status')).json()) as { requests_in_flight: number };
+      if (status.requests_in_flight === 0) await new Promise((r) => setTimeout(r, 5));
+    }
     expect(status.requests_in_flight).toBe(1);
     // The id is only in the response header, so find it through the service registry.
     const ids = [...(t.svc as unknown as { inFlight: Map<string, unknown> }).inFlight.keys()];
