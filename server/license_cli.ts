@@ -5,7 +5,7 @@
  *                                         PREFIX.pub (raw base64url) and prints the public key
  *   weft license sign --key PREFIX.key --licensee NAME --expires DATE
  *                     [--features a,b] [--max-readers N] [--out FILE]
- *   weft license verify FILE [--public-key KEY]   prints the state as JSON;
+ *   weft license verify FILE [--public-key=KEY]   prints the state as JSON;
  *                                         exit 0 when valid, 1 otherwise
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { generateLicenseKeys, License, signLicense, type LicensePayload } from '
 const USAGE = `usage:
   weft license keygen --out PREFIX
   weft license sign --key FILE --licensee NAME --expires YYYY-MM-DD[THH:MM:SSZ] [--features a,b] [--max-readers N] [--out FILE]
-  weft license verify FILE [--public-key KEY]`;
+  weft license verify FILE [--public-key=KEY]`;
 
 function keygen(argv: string[]): number {
   const { values } = parseArgs({ args: argv, options: { out: { type: 'string' } } });

@@ -81,8 +81,8 @@ describe('licence verification', () => {
   });
 
   it('weft license verify exits 0 for a valid licence and 1 otherwise', () => {
-    expect(weft('license', 'verify', files.valid, '--public-key', publicKey).status).toBe(0);
-    const t = weft('license', 'verify', files.tampered, '--public-key', publicKey);
+    expect(weft('license', 'verify', files.valid, `--public-key=${publicKey}`).status).toBe(0);
+    const t = weft('license', 'verify', files.tampered, `--public-key=${publicKey}`);
     expect(t.status).toBe(1);
     expect(JSON.parse(t.stdout)).toMatchObject({ state: 'invalid' });
   }, 60_000);
