@@ -14,7 +14,7 @@ import { Channel } from './channel.ts';
 import type { KvCacheManager, Salt } from './kv_cache.ts';
 import type { RowLogprobs } from '../ops/logprobs.ts';
 import type { Runner, RowSampling } from './runner.ts';
-import { Scheduler, type PromptEmbeds, type ScheduledSeq, type SchedSeq, type SchedulerConfig, type StepPlan } from './scheduler.ts';
+import { Scheduler, type PromptEmbeds, type ScheduledSeq, type SchedSeq, type SchedulerConfig, type SeqOutput, type StepPlan } from './scheduler.ts';
 import type { Speculator } from './speculative.ts';
 import { processedProbs, uniformStream, verifyGreedy, verifySampled, type Verdict } from './speculative_sampling.ts';
 import { bannedNgramTokens, StopMatcher } from './stops.ts';
@@ -182,7 +182,8 @@ export class Engine {
     readonly tokenizer: Tokenizer,
     readonly opts: EngineOptions,
   ) {
-    this.scheduler = new Scheduler(opts.scheduler, runner.kv as KvCacheManager);
+    const geo = runner.model.geo;
+    this.scheduler = new Scheduler({ maxLogitRows: geo.maxLogitRows ?? geo.maxSeqs, ...opts.scheduler }, runner.kv as KvCacheManager);
     this.vocab = runner.model.cfg.vocabSize;
   }
 
@@ -328,47 +329,41 @@ export class Engine {
   }
 
   /**
-   * Asks the draft for tokens for the decoding sequences of `plan` and turns
-   * their entries into verification entries (count 1 + n, `draft` set),
-   * within the step's token and logit-row capacity and the KV pool.
+   * Asks the draft for tokens for the decoding sequences of `plan` that may
+   * take them; the scheduler grants how many (token and logit-row budget)
+   * and attaches what the KV cache can hold. Returns the verification
+   * entries by sequence id.
    */
-  private async speculate(plan: StepPlan, sampled: readonly ScheduledSeq[]): Promise<Map<ScheduledSeq, SpecEntry>> {
+  private async speculate(plan: StepPlan): Promise<Map<string, SpecEntry>> {
     const spec = this.speculator!;
-    const geo = this.runner.model.geo;
-    let tokens = plan.tokens;
-    let rows = sampled.length;
-    const cands: { s: ScheduledSeq; a: Active; k: number; rand: () => number }[] = [];
-    for (const s of sampled) {
+    const wanted = new Map<string, number>();
+    for (const s of plan.scheduled) {
       const a = this.active.get(s.seq.id);
-      if (!a || s.seq.cancelled || s.count !== 1 || s.start !== s.seq.tokens.length - 1 || !this.canSpeculate(a)) continue;
+      if (!a || !s.sample || !this.canSpeculate(a)) continue;
       // Sampled requests draw their first token as a plain run does (a prefix-cache hit must not change it).
       if (a.sampling.temperature > 0 && a.generated.length === 0) continue;
-      const k = Math.min(spec.k, a.maxNew - a.generated.length - 1, geo.maxTokens - tokens, (geo.maxLogitRows ?? geo.maxSeqs) - rows);
-      if (k < 1) continue;
-      tokens += k;
-      rows += k;
-      // A round's draws depend only on (seed, tokens generated so far): same history, same output.
-      cands.push({ s, a, k, rand: uniformStream(a.sampling.seed, a.generated.length) });
+      wanted.set(s.seq.id, Math.min(spec.k, a.maxNew - a.generated.length - 1));
     }
-    const out = new Map<ScheduledSeq, SpecEntry>();
-    if (!cands.length) return out;
-    const drafts = await spec.propose(
-      cands.map(({ s, a, k, rand }) => ({ seq: s.seq, k, params: a.sampling, rand })),
-    );
-    for (const { s, a, rand } of cands) {
-      const d = drafts.get(s.seq.id);
-      if (!d || d.tokens.length === 0 || s.seq.cancelled) continue;
-      const L = s.seq.tokens.length;
-      let n = d.tokens.length;
-      while (n > 0 && !this.runner.kv.allocate(s.seq.id, L + n)) n--;
-      if (n === 0) {
-        spec.rollback(s.seq.id, L - 1);
+    const out = new Map<string, SpecEntry>();
+    const allowed = this.scheduler.draftAllowance(plan, wanted);
+    if (!allowed.size) return out;
+    const cands = plan.scheduled.filter((s) => allowed.has(s.seq.id)).map((s) => {
+      const a = this.active.get(s.seq.id)!;
+      // A round's draws depend only on (seed, tokens generated so far): same history, same output.
+      return { seq: s.seq, a, k: allowed.get(s.seq.id)!, rand: uniformStream(a.sampling.seed, a.generated.length) };
+    });
+    const drafts = await spec.propose(cands.map(({ seq, a, k, rand }) => ({ seq, k, params: a.sampling, rand })));
+    const attached = this.scheduler.attachDrafts(plan, new Map([...drafts].map(([id, d]) => [id, d.tokens])));
+    for (const { seq, a, rand } of cands) {
+      const d = drafts.get(seq.id);
+      if (!d) continue;
+      const n = attached.get(seq.id);
+      if (!n) {
+        // Proposed but not verified this step: the draft cache keeps only the known tokens.
+        spec.rollback(seq.id, seq.tokens.length - 1);
         continue;
       }
-      s.draft = d.tokens.slice(0, n);
-      s.count = 1 + n;
-      plan.tokens += n;
-      out.set(s, { a, rand, drafted: d.tokens.length, ...(d.q ? { q: d.q.slice(0, n) } : {}) });
+      out.set(seq.id, { a, rand, drafted: d.tokens.length, ...(d.q ? { q: d.q.slice(0, n) } : {}) });
     }
     return out;
   }
@@ -382,9 +377,9 @@ export class Engine {
     return verifySampled(s.draft!, e.q!, p, e.rand);
   }
 
-  private finish(a: Active, reason: FinishReason): void {
+  /** Ends a request the scheduler already let go (finished in a step's output, or cancelled). */
+  private close(a: Active, reason: FinishReason): void {
     this.speculator?.free(a.seq.id);
-    this.scheduler.finish(a.seq);
     this.active.delete(a.seq.id);
     const tail = a.stops.push(a.decoder.flush()) + a.stops.flush();
     if (tail && reason !== 'stop') a.text += tail;
@@ -400,7 +395,11 @@ export class Engine {
     a.channel.close();
   }
 
-  /** Appends a sampled token; returns the finish reason if the request is done. */
+  /**
+   * Takes a sampled token for a request (stop rules, constraint, streaming);
+   * returns the finish reason if the request is done. The scheduler appends
+   * it to the sequence when the step's output is applied.
+   */
   private accept(a: Active, token: number, lp?: RowLogprobs): FinishReason | null {
     if (a.forced?.length) {
       const want = a.forced.shift()!;
@@ -411,8 +410,6 @@ export class Engine {
       }
       const k = a.opts.promptLogprobs ?? 0;
       a.promptLogprobs!.push({ ...this.tokenLp(token, lp?.logprob ?? NaN), top: (lp?.top ?? []).slice(0, k).map((t) => this.tokenLp(t.id, t.logprob)) });
-      a.seq.tokens.push(token);
-      this.scheduler.counters.prefillTokens++; // a prompt token, computed in the next step
       return null;
     }
     if (token === 0xffffffff) return 'constraint';
@@ -423,7 +420,6 @@ export class Engine {
       (a.logprobs ??= []).push(tokenLp);
     }
     a.generated.push(token);
-    a.seq.tokens.push(token);
     a.opts.constraint?.advance(token);
     const isEos = this.opts.eosIds.includes(token) && !a.opts.ignoreEos;
     const isStopId = a.opts.stopTokenIds?.includes(token) ?? false;
@@ -455,7 +451,7 @@ export class Engine {
         const plan = this.scheduler.schedule();
         for (const s of plan.cancelled) {
           const a = this.active.get(s.id);
-          if (a) this.finish(a, 'cancelled');
+          if (a) this.close(a, 'cancelled');
         }
         if (plan.scheduled.length === 0) {
           if (this.scheduler.running.length === 0 && this.scheduler.waiting.length > 0) {
@@ -467,66 +463,63 @@ export class Engine {
           break;
         }
         for (const s of plan.preempted) this.speculator?.free(s.id);
+        const specs = this.speculator ? await this.speculate(plan) : new Map<string, SpecEntry>();
         const sampled = plan.scheduled.filter((s) => s.sample);
-        const specs = this.speculator ? await this.speculate(plan, sampled) : new Map<ScheduledSeq, SpecEntry>();
         const rows: RowSampling[] = [];
         let needLogits = false;
         for (const s of sampled) {
-          const e = specs.get(s);
-          if (!e) {
+          const e = specs.get(s.seq.id);
+          if (!e || !s.draft) {
             rows.push(this.row(this.active.get(s.seq.id)!));
             continue;
           }
           // Greedy rows: argmax on the GPU; sampled rows: rejection sampling on the CPU from the logits.
           const r: RowSampling = e.a.sampling.temperature === 0 ? { params: e.a.sampling, step: 0, mask: null } : { params: GREEDY, step: 0, mask: null };
           needLogits ||= e.a.sampling.temperature > 0;
-          for (let i = 0; i <= s.draft!.length; i++) rows.push(r);
+          for (let i = 0; i <= s.draft.length; i++) rows.push(r);
         }
         const res = await this.runner.step(plan, rows, needLogits ? { readLogits: true } : {});
-        // Verification entries first: append the emitted tokens, then record only the positions
-        // that hold committed tokens (count = tokens emitted), so prefix-cache blocks never see a draft.
-        const ends = new Map<ScheduledSeq, FinishReason>();
+        // Decide each sequence's tokens (verification, stop rules, streaming); the scheduler applies them.
+        const output = new Map<string, SeqOutput>();
+        const ends = new Map<string, FinishReason>();
         let row = 0;
-        const firstRow = new Map<ScheduledSeq, number>();
         for (const s of sampled) {
-          firstRow.set(s, row);
+          const row0 = row;
           row += s.draft ? s.draft.length + 1 : 1;
-        }
-        for (const [s, e] of specs) {
-          const { a } = e;
-          const L = s.seq.tokens.length;
-          if (s.seq.cancelled || !this.active.has(s.seq.id)) {
-            s.count = 1;
-            continue;
-          }
-          const v = this.verdict(s, e, res.ids, res.logits, firstRow.get(s)!);
-          this.speculator!.stats.proposed += s.draft!.length;
-          this.speculator!.stats.accepted += v.accepted;
-          let emitted = 0;
-          for (const t of v.tokens) {
-            emitted++;
-            const reason = this.accept(a, t);
-            if (reason) {
-              ends.set(s, reason);
-              break;
-            }
-          }
-          s.count = emitted;
-          this.speculator!.rollback(s.seq.id, Math.min(L + v.accepted, L + e.drafted - 1));
-        }
-        this.scheduler.complete(plan);
-        for (const s of specs.keys()) if (s.seq.state === 'running') this.runner.kv.truncate(s.seq.id, s.seq.computed);
-        for (const [s, reason] of ends) {
           const a = this.active.get(s.seq.id);
-          if (a) this.finish(a, reason);
+          if (!a || s.seq.cancelled) continue;
+          const e = specs.get(s.seq.id);
+          const prompt = !!a.forced?.length;
+          let candidates: readonly number[] = [res.ids[row0]!];
+          let accepted = 0;
+          if (e && s.draft) {
+            const v = this.verdict(s, e, res.ids, res.logits, row0);
+            this.speculator!.stats.proposed += s.draft.length;
+            this.speculator!.stats.accepted += v.accepted;
+            candidates = v.tokens;
+            accepted = v.accepted;
+          }
+          const tokens: number[] = [];
+          let reason: FinishReason | null = null;
+          for (const t of candidates) {
+            reason = this.accept(a, t, e ? undefined : res.logprobs?.[row0]);
+            if (!this.active.has(a.seq.id)) break; // failed (a teacher-forced token mismatch)
+            if (reason !== 'constraint') tokens.push(t);
+            if (reason) break;
+          }
+          if (!this.active.has(a.seq.id)) continue;
+          if (e && s.draft) {
+            const L = s.seq.tokens.length;
+            this.speculator!.rollback(s.seq.id, Math.min(L + accepted, L + e.drafted - 1));
+          }
+          if (reason) ends.set(s.seq.id, reason);
+          output.set(s.seq.id, { tokens, ...(prompt ? { prompt } : {}), ...(reason ? { finished: true } : {}) });
         }
-        sampled.forEach((s) => {
-          if (specs.has(s)) return;
-          const a = this.active.get(s.seq.id);
-          if (!a || s.seq.cancelled) return;
-          const reason = this.accept(a, res.ids[firstRow.get(s)!]!, res.logprobs?.[firstRow.get(s)!]);
-          if (reason) this.finish(a, reason);
-        });
+        this.scheduler.updateFromOutput(plan, output);
+        for (const [id, reason] of ends) {
+          const a = this.active.get(id);
+          if (a) this.close(a, reason);
+        }
       }
     } catch (e) {
       for (const a of [...this.active.values()]) this.fail(a, e);

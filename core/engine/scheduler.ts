@@ -19,6 +19,8 @@ export interface SchedulerConfig {
   maxSeqs: number;
   /** Longest context (prompt + output) a sequence may reach. */
   maxContext: number;
+  /** Most logit rows per step (sampling entries plus draft tokens); default maxSeqs. */
+  maxLogitRows?: number;
 }
 
 /** A sequence as the scheduler sees it. `tokens` grows as outputs are appended. */
@@ -51,28 +53,49 @@ export interface PromptEmbeds {
 }
 
 export interface ScheduledSeq {
-  seq: SchedSeq;
+  readonly seq: SchedSeq;
   /** First position computed this step (= seq.computed before the step). */
-  start: number;
-  /** Tokens computed this step. */
-  count: number;
+  readonly start: number;
+  /** Tokens computed this step (1 + draft.length for a verification entry). */
+  readonly count: number;
   /** True when this chunk reaches the end of known tokens: sample a next token. */
-  sample: boolean;
+  readonly sample: boolean;
   /**
-   * Speculative decoding (set by the engine after planning): draft tokens fed
+   * Speculative decoding (attached by `attachDrafts`): draft tokens fed
    * after the sequence's known tokens, one logit row per fed position from
    * the last known token on (count = 1 + draft.length).
    */
-  draft?: readonly number[];
+  readonly draft?: readonly number[];
 }
 
+/** What `schedule` returns. Only the scheduler edits a plan (`attachDrafts`); the owner reads it. */
 export interface StepPlan {
-  scheduled: ScheduledSeq[];
-  preempted: SchedSeq[];
+  readonly scheduled: readonly ScheduledSeq[];
+  readonly preempted: readonly SchedSeq[];
   /** Sequences removed because they were cancelled. */
-  cancelled: SchedSeq[];
-  tokens: number;
+  readonly cancelled: readonly SchedSeq[];
+  /** Tokens computed this step, all entries together (draft tokens included). */
+  readonly tokens: number;
 }
+
+/** One sequence's result of a step, as the owner decided it (sampling, stop rules). */
+export interface SeqOutput {
+  /**
+   * Tokens to append, in order. A plain entry: at most one. A verification
+   * entry: the accepted draft tokens then the target's own token, possibly
+   * cut short by a stop rule (empty when the owner dropped the sequence).
+   */
+  readonly tokens: readonly number[];
+  /** The tokens are teacher-forced prompt tokens, not outputs: counted as prefill. */
+  readonly prompt?: boolean;
+  /** The sequence stops after these tokens: it leaves the scheduler and its blocks are freed. */
+  readonly finished?: boolean;
+}
+
+/** Step results by sequence id; scheduled sequences without an entry get no tokens. */
+export type StepOutput = ReadonlyMap<string, SeqOutput>;
+
+type Writable<T> = { -readonly [K in keyof T]: T[K] };
 
 export class Scheduler {
   readonly waiting: SchedSeq[] = [];
@@ -83,7 +106,7 @@ export class Scheduler {
    * first token (no prefix-cache hit), `prefixReuses` started from cached KV
    * blocks and computed only the rest. `prefillTokens`: prompt tokens
    * computed over all of them (tokens, not steps; the engine adds the
-   * tokens of teacher-forced prompts, fed one per step).
+   * tokens of teacher-forced prompts, reported as `prompt` outputs).
    */
   readonly counters = { prefills: 0, prefixReuses: 0, prefillTokens: 0 };
 
@@ -124,9 +147,9 @@ export class Scheduler {
     }
   }
 
-  /** Plans one step. Call `complete` with its plan after the step ran. */
+  /** Plans one step. Call `updateFromOutput` with its plan after the step ran. */
   schedule(): StepPlan {
-    const plan: StepPlan = { scheduled: [], preempted: [], cancelled: [], tokens: 0 };
+    const plan = { scheduled: [] as ScheduledSeq[], preempted: [] as SchedSeq[], cancelled: [] as SchedSeq[], tokens: 0 };
     this.dropCancelled(plan.cancelled);
     let budget = this.cfg.maxTokensPerStep;
 
@@ -177,17 +200,103 @@ export class Scheduler {
     return plan;
   }
 
+  /** Logit rows a plan reads: one per sampling entry, plus one per draft token. */
+  private logitRows(plan: StepPlan): number {
+    let rows = 0;
+    for (const s of plan.scheduled) if (s.sample) rows += 1 + (s.draft?.length ?? 0);
+    return rows;
+  }
+
+  /** A decoding entry: one token computed at the last known position, nothing drafted yet. */
+  private decoding(s: ScheduledSeq): boolean {
+    return s.sample && s.count === 1 && s.start === s.seq.tokens.length - 1 && !s.draft && !s.seq.cancelled && s.seq.state === 'running';
+  }
+
   /**
-   * Records that a planned step ran: advances `computed`, registers full
-   * blocks for prefix reuse. The owner appends sampled tokens to `tokens`
-   * (before or after this call) and calls `finish` for sequences that stop.
+   * Speculative decoding, first half: how many draft tokens each decoding
+   * entry of `plan` may take. `wanted` maps sequence ids to the most the
+   * owner would verify; allowances are granted in plan order within the
+   * step's remaining token budget and logit-row cap. Sequences that get
+   * none are absent from the result.
    */
-  complete(plan: StepPlan): void {
+  draftAllowance(plan: StepPlan, wanted: ReadonlyMap<string, number>): Map<string, number> {
+    const out = new Map<string, number>();
+    let tokens = plan.tokens;
+    let rows = this.logitRows(plan);
+    const rowCap = this.cfg.maxLogitRows ?? this.cfg.maxSeqs;
     for (const s of plan.scheduled) {
-      if (s.seq.state !== 'running') continue;
-      s.seq.computed = s.start + s.count;
-      this.kv.commit(s.seq.id, s.seq.tokens, s.seq.computed, s.seq.salt);
+      const want = wanted.get(s.seq.id);
+      if (want === undefined || !this.decoding(s)) continue;
+      const k = Math.min(want, this.cfg.maxTokensPerStep - tokens, rowCap - rows);
+      if (k < 1) continue;
+      tokens += k;
+      rows += k;
+      out.set(s.seq.id, k);
     }
+    return out;
+  }
+
+  /**
+   * Second half: attaches proposed draft tokens to their decoding entries
+   * (count becomes 1 + n, the plan's tokens grow by n), keeping as many as
+   * the KV cache can hold and the step's budget allows. Returns the number
+   * attached per sequence id; absent: none.
+   */
+  attachDrafts(plan: StepPlan, drafts: ReadonlyMap<string, readonly number[]>): Map<string, number> {
+    const out = new Map<string, number>();
+    const p = plan as Writable<StepPlan>;
+    let rows = this.logitRows(plan);
+    const rowCap = this.cfg.maxLogitRows ?? this.cfg.maxSeqs;
+    for (const entry of plan.scheduled) {
+      const d = drafts.get(entry.seq.id);
+      if (!d?.length || !this.decoding(entry)) continue;
+      const L = entry.seq.tokens.length;
+      let n = Math.min(d.length, this.cfg.maxTokensPerStep - p.tokens, rowCap - rows);
+      while (n > 0 && !this.kv.allocate(entry.seq.id, L + n)) n--;
+      if (n < 1) continue;
+      const s = entry as Writable<ScheduledSeq>;
+      s.draft = d.slice(0, n);
+      s.count = 1 + n;
+      p.tokens += n;
+      rows += n;
+      out.set(entry.seq.id, n);
+    }
+    return out;
+  }
+
+  /**
+   * Applies a step's results: appends each sequence's tokens, advances
+   * `computed`, registers full blocks for prefix reuse, and removes the
+   * sequences that finished (returned). A verification entry keeps K/V only
+   * for positions holding committed tokens — its last known token and the
+   * accepted drafts — so rejected drafts never reach the prefix cache.
+   * Sequences that left during the step (cancelled, failed) are skipped.
+   */
+  updateFromOutput(plan: StepPlan, output: StepOutput): SchedSeq[] {
+    const finished: SchedSeq[] = [];
+    for (const s of plan.scheduled) {
+      const seq = s.seq;
+      if (seq.state !== 'running') continue;
+      const o = output.get(seq.id);
+      const tokens = o?.tokens ?? [];
+      const most = !s.sample ? 0 : 1 + (s.draft?.length ?? 0);
+      if (tokens.length > most) throw new Error(`scheduler: ${tokens.length} tokens for ${seq.id}, which could take ${most}`);
+      if (s.draft) {
+        for (let i = 0; i < tokens.length - 1; i++) {
+          if (tokens[i] !== s.draft[i]) throw new Error(`scheduler: ${seq.id} token ${i} is ${tokens[i]}, not the verified draft token ${s.draft[i]}`);
+        }
+      }
+      for (const t of tokens) seq.tokens.push(t);
+      seq.computed = s.start + (s.draft ? Math.max(1, tokens.length) : s.count);
+      this.kv.commit(seq.id, seq.tokens, seq.computed, seq.salt);
+      if (s.draft) this.kv.truncate(seq.id, seq.computed);
+      if (o?.prompt) this.counters.prefillTokens += tokens.length;
+      if (o?.finished) {
+        this.finish(seq);
+        finished.push(seq);
+      }
+    }
+    return finished;
   }
 
   /** Removes a sequence (stopped or failed) and frees its blocks. */

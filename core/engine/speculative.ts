@@ -92,21 +92,21 @@ export class Speculator {
     for (;;) {
       const pending = live.filter((e) => e.tokens.length < e.req.k);
       if (!pending.length) break;
-      const plan: StepPlan = { scheduled: [], preempted: [], cancelled: [], tokens: 0 };
+      const scheduled: ScheduledSeq[] = [];
       const owners: Live[] = [];
       let budget = geo.maxTokens;
       for (const e of pending) {
-        if (budget <= 0 || plan.scheduled.length >= geo.maxSeqs || owners.length >= rowCap) break;
+        if (budget <= 0 || scheduled.length >= geo.maxSeqs || owners.length >= rowCap) break;
         const known = e.req.seq.tokens.length + e.tokens.length;
         const count = Math.min(known - e.fed, budget);
         const seq = { ...e.req.seq, tokens: e.req.seq.tokens.concat(e.tokens) };
         const s: ScheduledSeq = { seq, start: e.fed, count, sample: e.fed + count === known };
-        plan.scheduled.push(s);
+        scheduled.push(s);
         if (s.sample) owners.push(e);
         budget -= count;
         e.fed += count;
       }
-      plan.tokens = geo.maxTokens - budget;
+      const plan: StepPlan = { scheduled, preempted: [], cancelled: [], tokens: geo.maxTokens - budget };
       const rows: RowSampling[] = owners.map(() => ({ params: GREEDY, step: 0 }));
       const sampled = owners.some((e) => e.req.params.temperature > 0);
       const res = await this.runner.step(plan, rows, sampled ? { readLogits: true } : {});
