@@ -10,7 +10,7 @@
  * pooled over every round's requests. Both configurations must give every request the same
  * ids (the two paths are bit-identical).
  */
-import type { LoadedDecoder } from '../core/models/load.ts';
+import type { LoadedDecoder } from '../core/api/load_decoder.ts';
 import { request, type Req } from './requests.ts';
 import { f1, f2, median, percentile } from './stats.ts';
 

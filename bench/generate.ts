@@ -27,7 +27,7 @@ import { parseDecoderConfig } from '../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { argmax, LlamaReference } from '../core/models/llama/reference.ts';
-import { loadDecoder } from '../core/models/load.ts';
+import { loadDecoder } from '../core/api/load_decoder.ts';
 import type { StepInputs } from '../core/models/step.ts';
 import { loadTokenizerFromSource } from '../core/tokenizer/tokenizer.ts';
 import { dirSource } from '../server/fs_source.ts';

@@ -16,7 +16,7 @@ import { hfToGguf } from '../core/formats/gguf_write.ts';
 import { parseDecoderConfig } from '../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
 import { GpuContext } from '../core/gpu/context.ts';
-import { loadDecoder } from '../core/models/load.ts';
+import { loadDecoder } from '../core/api/load_decoder.ts';
 import { dirSource, openModelPath } from '../server/fs_source.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

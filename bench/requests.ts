@@ -1,5 +1,5 @@
 /** One greedy request through an in-process engine, timed: what the serving benches measure. */
-import type { LoadedDecoder } from '../core/models/load.ts';
+import type { LoadedDecoder } from '../core/api/load_decoder.ts';
 
 export interface Req {
   wallMs: number;

@@ -25,7 +25,7 @@ import { hfToGguf } from '../core/formats/gguf_write.ts';
 import { parseDecoderConfig } from '../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
 import { GpuContext } from '../core/gpu/context.ts';
-import { loadDecoder, type LoadedDecoder } from '../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../core/api/load_decoder.ts';
 import { dirSource, openModelPath } from '../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../server/paths.ts';
 

@@ -18,7 +18,7 @@
  */
 import { add } from '../core/ops/add.ts';
 import type { GpuContext } from '../core/gpu/context.ts';
-import type { LoadedDecoder } from '../core/models/load.ts';
+import type { LoadedDecoder } from '../core/api/load_decoder.ts';
 import type { StepInputs } from '../core/models/step.ts';
 import { f2, mean, median } from './stats.ts';
 

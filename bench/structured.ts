@@ -27,7 +27,7 @@ import { constraintCompilerFor } from '../core/engine/constraints.ts';
 import type { TokenConstraint } from '../core/engine/engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from '../core/engine/reader_api.ts';
 import { GpuContext } from '../core/gpu/context.ts';
-import { loadDecoder, type LoadedDecoder } from '../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../core/api/load_decoder.ts';
 import { compileConstraint, type Backend } from '../core/structured/index.ts';
 import { dirSource } from '../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../server/paths.ts';

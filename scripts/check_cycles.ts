@@ -8,10 +8,20 @@
  * Dynamic `import()` is left out on purpose: it is how a composition root breaks a
  * load-time dependency.
  *
+ * It also enforces the layering rules (every import counts here, type-only and dynamic
+ * ones too): `core/models` never imports `core/engine` (the engine runs models, not the
+ * other way round; core/api/load_decoder.ts composes the two), `core/engine` never
+ * imports the model loader `core/models/load.ts`, and no production file imports a CPU
+ * reference (`*.ref.ts`: those are the specifications tests check kernels against;
+ * only other references may build on them).
+ *
  * Usage: `npx tsx scripts/check_cycles.ts [dir ...]` (default: core server).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+
+/** Every relative import specifier: static, type-only, re-exports and dynamic `import()`. */
+const ANY_IMPORT = /(?:(?:^|\n)\s*(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\sfrom\s+)?|\bimport\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
 
 const IMPORT = /(?:^|\n)\s*(import|export)\s+(type\s+)?([^'";]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]/g;
 
@@ -102,12 +112,42 @@ export function cycles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/** A layering rule: `from` files must not import `to` files (paths relative to `root`, '/' separators). */
+export interface LayerRule {
+  name: string;
+  from: (path: string) => boolean;
+  to: (path: string) => boolean;
+}
+
+export const LAYER_RULES: readonly LayerRule[] = [
+  { name: 'core/models never imports core/engine', from: (f) => f.startsWith('core/models/'), to: (t) => t.startsWith('core/engine/') },
+  { name: 'core/engine never imports the model loader', from: (f) => f.startsWith('core/engine/'), to: (t) => t === 'core/models/load.ts' },
+  { name: 'production code never imports a CPU reference (*.ref.ts)', from: (f) => !f.endsWith('.ref.ts'), to: (t) => t.endsWith('.ref.ts') },
+];
+
+/** Imports that break a layering rule, as "file -> imported (rule)" lines. */
+export function layerViolations(files: string[], root: string, rules: readonly LayerRule[] = LAYER_RULES): string[] {
+  const rel = (p: string): string => relative(root, p).split('\\').join('/');
+  const out: string[] = [];
+  for (const f of files) {
+    const text = readFileSync(f, 'utf8');
+    const from = rel(f);
+    for (const m of text.matchAll(ANY_IMPORT)) {
+      const to = rel(resolve(dirname(f), m[1]!));
+      for (const r of rules) if (r.from(from) && r.to(to)) out.push(`${from} -> ${to} (${r.name})`);
+    }
+  }
+  return out;
+}
+
 const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(new URL(import.meta.url).pathname);
 if (isMain) {
   const dirs = process.argv.slice(2);
   const files = (dirs.length > 0 ? dirs : ['core', 'server']).flatMap((d) => sourceFiles(d));
   const found = cycles(importGraph(files));
   for (const scc of found) console.log(`import cycle (${scc.length} files):\n  ${scc.map((f) => relative(process.cwd(), f)).join('\n  ')}`);
-  console.log(`${files.length} files, ${found.length} import cycle(s)`);
-  process.exit(found.length > 0 ? 1 : 0);
+  const broken = layerViolations(files, process.cwd());
+  for (const b of broken) console.log(`layering: ${b}`);
+  console.log(`${files.length} files, ${found.length} import cycle(s), ${broken.length} layering violation(s)`);
+  process.exit(found.length > 0 || broken.length > 0 ? 1 : 0);
 }

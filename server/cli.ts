@@ -23,14 +23,15 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { GpuContext } from '../core/gpu/context.ts';
-import { loadDecoder, planDecoder } from '../core/models/load.ts';
+import { planDecoder } from '../core/models/load.ts';
+import { loadDecoder } from '../core/api/load_decoder.ts';
 import { formatPlan } from '../core/models/memory_plan.ts';
 import type { WeightDType } from '../core/models/host_tensor.ts';
 import { WeftError } from '../core/errors.ts';
 import { openModelPath } from './fs_source.ts';
 import { DEFAULT_MODEL_DIR, VERSION } from './paths.ts';
 import { progressReporter } from './progress.ts';
-import type { LoadProgress } from '../core/engine/progress.ts';
+import type { LoadProgress } from '../core/progress.ts';
 import { parseHubId } from './hub/cache.ts';
 import { resolveModelArg } from './hub/resolve.ts';
 

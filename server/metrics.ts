@@ -9,7 +9,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import type { GenerationEvent } from '../core/engine/engine.ts';
-import type { DecodePathCounts } from '../core/engine/runner.ts';
+import type { DecodePathCounts } from '../core/models/step.ts';
 
 type Done = Extract<GenerationEvent, { type: 'done' }>;
 export type Labels = Record<string, string>;

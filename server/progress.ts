@@ -1,5 +1,5 @@
 /**
- * Draws model-loading progress (core/engine/progress.ts LoadProgress) on a
+ * Draws model-loading progress (core/progress.ts LoadProgress) on a
  * stream: on a terminal, one bar redrawn in place
  *   loading  weights    [##########----------]  3/7  0.4s
  *   loading  pipelines  [################----]  8/10 1.1s  matmul{...}
@@ -8,7 +8,7 @@
  * total, ms, ...}`, at most one per `intervalMs` per phase plus each phase's
  * last line, so a log stays short.
  */
-import type { LoadProgress } from '../core/engine/progress.ts';
+import type { LoadProgress } from '../core/progress.ts';
 
 export interface ProgressOptions {
   /** Redraw a bar (a TTY) rather than write JSON lines. Default: the stream's isTTY. */

@@ -1,7 +1,7 @@
 /**
  * Loading a model for the engine library: turns what the caller passed as
  * `model` into a ModelSource, opens a WebGPU device, detects the model's kind
- * (core/models/reader_type.ts) and loads it as a LocalReader (text
+ * (core/api/reader_type.ts) and loads it as a LocalReader (text
  * generation) or LocalEncoderReader (embeddings), reporting progress.
  * createEngine wraps the result in a WeftEngine in this thread; the worker
  * handler (worker.ts) serves the same reader across postMessage.
@@ -21,9 +21,9 @@ import { InvalidRequestError } from '../errors.ts';
 import { filesSource, type ByteSource, type ModelSource } from '../formats/source.ts';
 import { GpuContext } from '../gpu/context.ts';
 import type { WeightDType } from '../models/host_tensor.ts';
-import { loadDecoder } from '../models/load.ts';
+import { loadDecoder } from './load_decoder.ts';
 import { loadEncoder } from '../models/load_encoder.ts';
-import { configOf, readerTypeOf } from '../models/reader_type.ts';
+import { configOf, readerTypeOf } from './reader_type.ts';
 import { isUseLiteConfig } from '../models/use/config.ts';
 import { UseLiteModel } from '../models/use/model.ts';
 import { directoryHandleSource, isDirectoryHandle, isUrl, urlSource, type DirectoryHandleLike } from './sources.ts';

@@ -8,7 +8,7 @@
  * Why a wrapper: results cross worker boundaries as plain data, so vectors
  * become number[] here (exact: every f32 is a double), and the reader keeps
  * the counters `stats()` reports. Concurrent calls share the model's dynamic
- * batcher (core/engine/encoder_batcher.ts), so requests from many clients run
+ * batcher (core/models/encoder_batcher.ts), so requests from many clients run
  * in common GPU batches and each still gets its own outputs.
  */
 import { InvalidRequestError } from '../errors.ts';

@@ -4,20 +4,20 @@
  * Worker (browser mode) or directly in tests.
  */
 import { InvalidRequestError } from '../errors.ts';
-import type { LoadedDecoder } from '../models/load.ts';
 import { renderChatTemplate } from '../tokenizer/chat_template.ts';
 import { detectToolFormat } from '../tools/index.ts';
 import type { ToolFormat } from '../tools/types.ts';
-import { imageGeneration } from '../models/llava/generate.ts';
+import { imageGeneration } from './image_generation.ts';
 import type { GenerateOptions, GenerationEvent } from './engine.ts';
 import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, ReaderStats } from './reader_api.ts';
 import { validateRequest } from './reader_api.ts';
+import type { ServedDecoder } from './served_decoder.ts';
 
 export class LocalReader implements ReaderApi {
   private toolFormat: ToolFormat | null | undefined;
 
   constructor(
-    readonly loaded: LoadedDecoder,
+    readonly loaded: ServedDecoder,
     private readonly meta: { readerId: string; model: string; device: string; backend: string; speculative?: ReaderInfo['speculative'] },
     private readonly compileConstraint?: ConstraintCompiler,
   ) {}

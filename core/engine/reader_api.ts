@@ -13,7 +13,7 @@ import type { SamplingParams } from '../sampling/params.ts';
 import type { ToolFormat } from '../tools/types.ts';
 import type { ChatMessage } from '../tokenizer/tokenizer.ts';
 import type { FinishReason, GenerationEvent, TokenConstraint, Usage } from './engine.ts';
-import type { DecodePathCounts } from './runner.ts';
+import type { DecodePathCounts } from '../models/step.ts';
 
 /**
  * A structured-output constraint as requested (compiled by the reader).

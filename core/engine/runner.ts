@@ -9,7 +9,7 @@
 import type { GpuContext } from '../gpu/context.ts';
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import type { RecordOptions, StepGeometry, StepInputs } from '../models/step.ts';
+import type { DecodePathCounts, RecordOptions, StepGeometry, StepInputs } from '../models/step.ts';
 import { logitBias } from '../ops/logit_bias.ts';
 import { logprobs, logprobWords, type RowLogprobs, unpackLogprobs } from '../ops/logprobs.ts';
 import { isPlainGreedy, sample, type SampleRow } from '../ops/sample.ts';
@@ -28,12 +28,6 @@ export interface StepModel {
   readonly pathCounts?: Readonly<DecodePathCounts>;
 }
 
-/** Steps a model recorded through the decode megakernel (and its dispatches: one per wave) and through the generic path. */
-export interface DecodePathCounts {
-  megakernelSteps: number;
-  megakernelDispatches: number;
-  genericSteps: number;
-}
 
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
 export interface RowSampling extends SampleRow {

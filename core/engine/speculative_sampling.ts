@@ -12,7 +12,7 @@
  * summing to 1. Only used for rows without masks or penalties (the engine
  * does not speculate for those).
  */
-import { pcg2d } from '../ops/sample.ref.ts';
+import { pcg2d } from '../ops/pcg.ts';
 import type { SamplingParams } from '../sampling/params.ts';
 
 const F32_MAX = 3.4028234663852886e38;

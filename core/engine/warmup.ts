@@ -16,7 +16,7 @@
 import type { PipelineCache } from '../gpu/pipelines.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES } from '../models/llama/megakernel_waves.ts';
 import type { Engine } from './engine.ts';
-import type { ProgressCallback } from './progress.ts';
+import type { ProgressCallback } from '../progress.ts';
 
 export interface WarmUpResult {
   /** Pipelines compiled by the warm-up. */

@@ -16,7 +16,7 @@
  * weights both read at load. UseLiteModel (use/model.ts) has its own tokenizer (no pairs),
  * jobs (no logits), pooling (mean + tanh dense) and pass grouping, so it is not one.
  */
-import { EncoderBatcher } from '../engine/encoder_batcher.ts';
+import { EncoderBatcher } from './encoder_batcher.ts';
 import { InvalidRequestError, ModelFormatError } from '../errors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';

@@ -1,7 +1,9 @@
 /**
  * Loads a decoder LM from a ModelSource — a Hugging Face directory
  * (config.json + safetensors, sharded or not) or a single GGUF file — onto a
- * GPU context, and builds the engine around it.
+ * GPU context: weights, the model's step recorder and the KV-pool geometry.
+ * The engine around it is built by the composition root (core/api/load_decoder.ts):
+ * models never depend on the engine.
  *
  * Geometry defaults: KV blocks of 16 tokens; the pool size comes from
  * `kvCacheBytes` (page_cache_size) or, by default, from the device memory plan
@@ -12,9 +14,6 @@
  * holds ~4x the tokens of f32 at realistic head sizes). Float checkpoints are
  * stored as f16 under `auto` (f32 where the decode megakernel runs the model).
  */
-import { Engine } from '../engine/engine.ts';
-import { KvCacheManager } from '../engine/kv_cache.ts';
-import { Runner } from '../engine/runner.ts';
 import { parseDecoderConfig, parseGenerationConfig, type DecoderConfig, type GenerationDefaults } from '../formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32, toHalves } from '../formats/safetensors.ts';
 import { ModelFormatError } from '../errors.ts';
@@ -34,8 +33,7 @@ import { estimateWeightBytes, planDecoderMemory } from './decoder_plan.ts';
 import { deviceBudget, type DeviceBudget, type MemoryPlan } from './memory_plan.ts';
 import { checkLlamaShapes, destroyLlamaWeights, loadLlamaWeights, packedLlamaBytes, type LlamaWeights } from './llama/weights.ts';
 import type { StepGeometry } from './step.ts';
-import type { ProgressCallback } from '../engine/progress.ts';
-import { warmUp } from '../engine/warmup.ts';
+import type { ProgressCallback } from '../progress.ts';
 
 /**
  * Reports weight-upload progress as the loader reads tensors: units are the
@@ -106,14 +104,18 @@ export interface LoadStats {
   loadMs: number;
 }
 
-export interface LoadedDecoder {
+/** A decoder on the device, without an engine (core/api/load_decoder.ts adds one). */
+export interface LoadedModel {
   cfg: DecoderConfig;
   generation: GenerationDefaults;
   tokenizer: Tokenizer;
   weights: LlamaWeights;
   model: LlamaModel;
-  engine: Engine;
   geometry: StepGeometry;
+  /** Longest context (prompt + output) a sequence may reach, tokens. */
+  maxContext: number;
+  /** Token ids that end generation: generation_config, config and tokenizer together. */
+  eosIds: number[];
   format: 'safetensors' | 'gguf';
   /** config.json as shipped; for GGUF, an HF-style config built from its metadata. */
   rawConfig: Record<string, unknown>;
@@ -218,7 +220,7 @@ interface OpenedDecoder {
   generation: GenerationDefaults;
   tokenizer: Tokenizer;
   weights: WeightSource;
-  format: LoadedDecoder['format'];
+  format: LoadedModel['format'];
   rawConfig: Record<string, unknown>;
   loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null;
 }
@@ -228,7 +230,7 @@ async function openDecoder(ctx: GpuContext, ms: ModelSource, host: HostBytes): P
   let generation: GenerationDefaults;
   let tokenizer: Tokenizer;
   let weights: WeightSource;
-  let format: LoadedDecoder['format'];
+  let format: LoadedModel['format'];
   let rawConfig: Record<string, unknown>;
   let loadVision: ((dtype: WeightDType) => Promise<LlavaVision>) | null = null;
   if (await ms.exists('model.gguf')) {
@@ -316,7 +318,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
 /** What `weft generate --dry-run` prints: the plan for a model on this device, without loading its weights. */
 export interface DecoderPlanReport {
   cfg: DecoderConfig;
-  format: LoadedDecoder['format'];
+  format: LoadedModel['format'];
   /** Weight dtype under the options (`auto` resolved per tensor: see estimateWeightBytes). */
   dtype: WeightDType;
   kvDtype: KvDtype;
@@ -333,8 +335,8 @@ export async function planDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   return { cfg: o.cfg, format: o.format, dtype: p.dtype, kvDtype: p.kvDtype, maxContext: p.maxContext, maxSeqs: p.maxSeqs, plan: p.preflight };
 }
 
-export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}): Promise<LoadedDecoder> {
-  const startedAt = performance.now();
+/** Loads the weights and builds the model; `startedAt` (performance.now()) is when the whole load began, for progress. */
+export async function loadDecoderModel(ctx: GpuContext, ms: ModelSource, opts: LoadOptions = {}, startedAt = performance.now()): Promise<LoadedModel> {
   const host = new HostBytes();
   const { cfg, generation, tokenizer, weights, format, rawConfig, loadVision } = await openDecoder(ctx, ms, host);
   const o = { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
@@ -362,23 +364,16 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const loadStats: LoadStats = { peakHostBytes: host.peak, deviceWeightBytes: w.bytes, loadMs: Date.now() - t0 };
   const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
-  const kv = new KvCacheManager(numBlocks, blockSize, opts.prefixCaching ?? true);
-  const runner = new Runner(ctx, model, kv);
   const eosIds = [...new Set([...generation.eosTokenIds, ...cfg.eosTokenIds, ...tokenizer.eosIds])];
-  const engine = new Engine(runner, tokenizer, {
-    scheduler: { maxTokensPerStep: geometry.maxTokens, maxSeqs, maxContext },
-    eosIds,
-  });
-  if (opts.warmUp) await warmUp(engine, ctx.pipelines, { maxContext, startedAt, ...(opts.onProgress ? { onProgress: opts.onProgress } : {}) });
-  opts.onProgress?.({ phase: 'ready', done: 1, total: 1, ms: performance.now() - startedAt });
   return {
     cfg,
     generation,
     tokenizer,
     weights: w,
     model,
-    engine,
     geometry,
+    maxContext,
+    eosIds,
     format,
     rawConfig,
     loadStats,
@@ -386,7 +381,6 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
     ...(vision ? { vision } : {}),
     destroy() {
       vision?.destroy();
-      runner.destroy();
       model.destroy();
       destroyLlamaWeights(w);
     },

@@ -52,3 +52,10 @@ export interface StepGeometry {
   /** Columns of the block table: ceil(max context / blockSize). */
   maxBlocksPerSeq: number;
 }
+
+/** Steps a model recorded through the decode megakernel (and its dispatches: one per wave) and through the generic path. */
+export interface DecodePathCounts {
+  megakernelSteps: number;
+  megakernelDispatches: number;
+  genericSteps: number;
+}

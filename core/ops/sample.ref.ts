@@ -10,24 +10,13 @@
  */
 import { hasPenalties, NO_TOKEN } from '../sampling/params.ts';
 import type { SampleRow } from './sample.ts';
+import { pcg2d } from './pcg.ts';
+
+export { pcg2d };
 
 const F32_MAX = 3.4028234663852886e38;
 /** Half-width of the u window whose draws `near` reports. */
 export const NEAR = 1e-5;
-
-/** pcg2d (Jarzynski & Olano 2020) on u32 pairs, as in shaders/sample.wgsl. */
-export function pcg2d(a: number, b: number): [number, number] {
-  const M = 1664525;
-  let x = (Math.imul(a >>> 0, M) + 1013904223) >>> 0;
-  let y = (Math.imul(b >>> 0, M) + 1013904223) >>> 0;
-  x = (x + Math.imul(y, M)) >>> 0;
-  y = (y + Math.imul(x, M)) >>> 0;
-  x = (x ^ (x >>> 16)) >>> 0;
-  y = (y ^ (y >>> 16)) >>> 0;
-  x = (x + Math.imul(y, M)) >>> 0;
-  y = (y + Math.imul(x, M)) >>> 0;
-  return [(x ^ (x >>> 16)) >>> 0, (y ^ (y >>> 16)) >>> 0];
-}
 
 /** The draw of sample `step` of a request seeded `seed`: 24-bit u in [0, 1), exact in f32. */
 export function uniform01(seed: number, step: number): number {

@@ -3,7 +3,7 @@
  * /image_generate_stream, the shapes of /generate and /generate_stream with
  * images inline in `text` as `<image:URL>` tags. The server resolves every tag
  * into bytes (server/http/image_urls.ts) and the reader decodes, preprocesses
- * and encodes them (core/models/llava/generate.ts); a text-only reader answers
+ * and encodes them (core/engine/image_generation.ts); a text-only reader answers
  * 400 images_not_supported. /generate keeps treating tags as plain text.
  */
 import type { Hono } from 'hono';

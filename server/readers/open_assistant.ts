@@ -10,7 +10,7 @@ import { DEFAULT_SPECULATIVE_TOKENS, draftIncompatibility, Speculator } from '..
 import type { ReaderInfo } from '../../core/engine/reader_api.ts';
 import { InvalidRequestError } from '../../core/errors.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { openModelPath } from '../fs_source.ts';
 import { createLogger } from '../log.ts';
 import type { ReaderSpec } from './spec.ts';

@@ -32,7 +32,7 @@ import type { GpuContext } from '../../core/gpu/context.ts';
 import { chooseEncoderBackend, loadEncoder } from '../../core/models/load_encoder.ts';
 import { OnnxEncoderModel } from '../../core/models/onnx_encoder.ts';
 import { isUseLiteConfig } from '../../core/models/use/config.ts';
-import { configOf, readerTypeOf } from '../../core/models/reader_type.ts';
+import { configOf, readerTypeOf } from '../../core/api/reader_type.ts';
 import { UseLiteModel, type EncoderLike } from '../../core/models/use/model.ts';
 import type { ReaderSpec } from './spec.ts';
 

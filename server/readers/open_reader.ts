@@ -10,7 +10,8 @@ import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
-import { loadDecoder, resolveBudget } from '../../core/models/load.ts';
+import { resolveBudget } from '../../core/models/load.ts';
+import { loadDecoder } from '../../core/api/load_decoder.ts';
 import { openModelPath } from '../fs_source.ts';
 import { ensureUseLite } from '../models/use_lite.ts';
 import { progressReporter } from '../progress.ts';

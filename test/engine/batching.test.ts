@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GenerateOptions } from '../../core/engine/engine.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';

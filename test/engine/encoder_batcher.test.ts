@@ -6,7 +6,7 @@
  * cancellation and close() drop queued inputs.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { EncoderBatcher } from '../../core/engine/encoder_batcher.ts';
+import { EncoderBatcher } from '../../core/models/encoder_batcher.ts';
 import { CancelledError } from '../../core/errors.ts';
 import { rng } from '../helpers/gpu.ts';
 

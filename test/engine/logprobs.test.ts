@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../../core/formats/safetensors.ts';
 import type { GenerationEvent } from '../../core/engine/engine.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { LlamaReference } from '../../core/models/llama/reference.ts';
 import { logSoftmaxRef } from '../../core/ops/logprobs.ref.ts';
 import { dirSource } from '../../server/fs_source.ts';

@@ -19,7 +19,8 @@ import { draftIncompatibility, Speculator } from '../../core/engine/speculative.
 import { hfToGguf } from '../../core/formats/gguf_write.ts';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
-import { loadDecoder, type LoadedDecoder, type LoadOptions } from '../../core/models/load.ts';
+import type { LoadOptions } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource, openModelPath } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { attachAssistant } from '../../server/readers/open_assistant.ts';

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { DecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../../core/formats/safetensors.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
-import type { LoadedDecoder } from '../../core/models/load.ts';
+import type { LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { argmax, LlamaReference } from '../../core/models/llama/reference.ts';
 import type { StepInputs } from '../../core/models/step.ts';
 import { dirSource } from '../../server/fs_source.ts';

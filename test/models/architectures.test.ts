@@ -30,7 +30,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
-import { loadDecoder } from '../../core/models/load.ts';
+import { loadDecoder } from '../../core/api/load_decoder.ts';
 import { dequantize, encodeWeight } from '../../core/ops/quant.ts';
 import type { DType } from '../../core/gpu/tensor.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';

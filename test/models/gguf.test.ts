@@ -30,7 +30,7 @@ import { openGguf } from '../../core/formats/gguf.ts';
 import { hfToGguf } from '../../core/formats/gguf_write.ts';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
-import { loadDecoder } from '../../core/models/load.ts';
+import { loadDecoder } from '../../core/api/load_decoder.ts';
 import { hostToF32 } from '../../core/models/host_tensor.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';

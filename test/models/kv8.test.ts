@@ -23,7 +23,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DecoderConfig } from '../../core/formats/hf_config.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { argmax, LlamaReference } from '../../core/models/llama/reference.ts';
 import type { StepInputs } from '../../core/models/step.ts';
 import { dequantKvRef, quantizeRowQ8 } from '../../core/ops/kv_write.ref.ts';

@@ -28,7 +28,7 @@ import type { GenerateRequest } from '../../core/engine/reader_api.ts';
 import type { GenerationEvent } from '../../core/engine/engine.ts';
 import { decodeImage } from '../../core/images/decode.ts';
 import { parsePreprocessorConfig, preprocessImage } from '../../core/images/preprocess.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import type { StepInputs } from '../../core/models/step.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';

@@ -15,7 +15,7 @@ import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { decodeBF16, encodeBF16 } from '../../core/formats/gguf_quants.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
 import { hostToF32 } from '../../core/models/host_tensor.ts';
-import { loadDecoder } from '../../core/models/load.ts';
+import { loadDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource, openModelPath } from '../../server/fs_source.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { randomLlamaTensors, smallLlamaConfig, writeKQuantGguf, writeShardedBf16 } from '../helpers/realsize_ckpt.ts';

@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../../core/formats/safetensors.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { argmax, LlamaReference } from '../../core/models/llama/reference.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';

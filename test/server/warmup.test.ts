@@ -9,7 +9,7 @@
  * checked on their output.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LoadProgress } from '../../core/engine/progress.ts';
+import type { LoadProgress } from '../../core/progress.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { loadConfig } from '../../server/config.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';

@@ -18,7 +18,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadDecoder } from '../../core/models/load.ts';
+import { loadDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { dirSource, openModelPath } from '../../server/fs_source.ts';
 import { ggufOf } from '../../bench/memory.ts';

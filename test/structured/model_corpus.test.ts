@@ -13,7 +13,7 @@ import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { constraintCompilerFor } from '../../core/engine/constraints.ts';
 import type { ConstraintCompiler } from '../../core/engine/reader_api.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor } from '../helpers/gpu.ts';

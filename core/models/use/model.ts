@@ -13,7 +13,7 @@
  * tanh dense, l2 normalization (`normalize: false` returns the tanh output). An empty text
  * (no tokens) skips the GPU: its mean is the zero vector, as in the graph.
  */
-import { EncoderBatcher } from '../../engine/encoder_batcher.ts';
+import { EncoderBatcher } from '../encoder_batcher.ts';
 import { InvalidRequestError } from '../../errors.ts';
 import { readJson, type ModelSource } from '../../formats/source.ts';
 import type { GpuContext } from '../../gpu/context.ts';

@@ -7,11 +7,11 @@
  * embedding rows over the placeholders and a prefix-cache salt of the images'
  * content hashes. Errors (bad images, a text-only model) come before the first event.
  */
-import type { GenerateOptions, GenerationEvent } from '../../engine/engine.ts';
-import { imageSalt } from '../../engine/prompt_embeds.ts';
-import { CancelledError, InvalidRequestError, ModelFormatError } from '../../errors.ts';
-import { splitImageTags } from '../../images/prompt.ts';
-import type { LoadedDecoder } from '../load.ts';
+import type { GenerateOptions, GenerationEvent } from './engine.ts';
+import { imageSalt } from './prompt_embeds.ts';
+import { CancelledError, InvalidRequestError, ModelFormatError } from '../errors.ts';
+import { splitImageTags } from '../images/prompt.ts';
+import type { ServedDecoder } from './served_decoder.ts';
 
 /** Hex SHA-256 of the preprocessed pixels (what the features depend on). */
 async function contentHash(pixels: Float32Array): Promise<string> {
@@ -34,7 +34,7 @@ export function expandImageTokens(ids: readonly number[], imageTokenId: number, 
   return { ids: out, spans };
 }
 
-export async function* imageGeneration(loaded: LoadedDecoder, prompt: string | number[], images: readonly Uint8Array[], opts: GenerateOptions): AsyncGenerator<GenerationEvent> {
+export async function* imageGeneration(loaded: ServedDecoder, prompt: string | number[], images: readonly Uint8Array[], opts: GenerateOptions): AsyncGenerator<GenerationEvent> {
   const vision = loaded.vision;
   if (!vision) {
     throw new InvalidRequestError('images_not_supported', `this reader's model (${loaded.cfg.architecture}) is text-only and takes no images`, { architecture: loaded.cfg.architecture });

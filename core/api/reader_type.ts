@@ -12,8 +12,8 @@
  */
 import type { ReaderType } from '../engine/reader_api.ts';
 import type { ModelSource } from '../formats/source.ts';
-import { ONNX_MODEL_FILE } from './onnx_encoder.ts';
-import { isUseLiteConfig } from './use/config.ts';
+import { ONNX_MODEL_FILE } from '../models/onnx_encoder.ts';
+import { isUseLiteConfig } from '../models/use/config.ts';
 
 const ENCODER_BODIES = /^(Bert|Roberta|XLMRoberta)Model$/;
 const ENCODER_MODEL_TYPES = new Set(['bert', 'roberta', 'xlm-roberta']);
