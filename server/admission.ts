@@ -19,12 +19,11 @@
  */
 import { UnavailableError } from '../core/errors.ts';
 import type { GenerateRequest } from '../core/engine/reader_api.ts';
+import { maxNewTokensFor } from '../core/engine/max_new_tokens.ts';
 import type { ManagedReader } from './readers/managed_reader.ts';
 
 /** Queued plus running tokens may reach this many KV pools (one pool running, one waiting). */
 export const QUEUE_KV_FACTOR = 2;
-/** The engine's max_new_tokens when a request names none. */
-const DEFAULT_MAX_NEW_TOKENS = 256;
 const EWMA_WEIGHT = 0.2;
 
 interface ReaderLoad {
@@ -38,8 +37,7 @@ export function cappedTokens(req: GenerateRequest, contextLength: number): { pro
   const p = req.prompt;
   const promptBytes = typeof p === 'string' ? Buffer.byteLength(p, 'utf8') : Array.isArray(p) ? p.length * 4 : JSON.stringify(p ?? '').length;
   const prompt = Math.min(contextLength, Math.ceil(promptBytes / 4) + 1);
-  const wanted = req.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
-  return { prompt, total: prompt + Math.max(1, Math.min(wanted, contextLength - prompt)) };
+  return { prompt, total: prompt + Math.max(1, maxNewTokensFor(req.maxNewTokens, prompt, contextLength)) };
 }
 
 export class Admission {

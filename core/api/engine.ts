@@ -152,7 +152,7 @@ export class WeftEngine {
 
   private async chatCreate(b: ChatCompletionCreateParams, opts?: RequestOptions): Promise<ChatCompletion | AsyncIterable<ChatCompletionChunk>> {
     const info = this.decoder().info();
-    const req = chatRequest(b, info.contextLength);
+    const req = chatRequest(b);
     const id = newId('chatcmpl');
     const created = now();
     const model = info.model;
@@ -184,7 +184,7 @@ export class WeftEngine {
   private async textCreate(b: CompletionCreateParams, opts?: RequestOptions): Promise<Completion | AsyncIterable<Completion>> {
     const info = this.decoder().info();
     if (typeof b.prompt !== 'string') throw new InvalidRequestError('invalid_parameter', 'prompt must be a string', { field: 'prompt' });
-    const req: GenerateRequest = { ...baseRequest(b, info.contextLength), prompt: b.prompt };
+    const req: GenerateRequest = { ...baseRequest(b), prompt: b.prompt };
     const id = newId('cmpl');
     const created = now();
     const model = info.model;

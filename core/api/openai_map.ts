@@ -29,8 +29,8 @@ function constraintOf(rf: ResponseFormat | null | undefined): ConstraintRequest 
   throw new InvalidRequestError('invalid_response_format', `response_format.type must be text, json_object or json_schema (got ${JSON.stringify((rf as { type: unknown }).type)})`, { field: 'response_format' });
 }
 
-/** Everything but the prompt: sampling, limits, stops and the structured-output constraint. `contextLength` is the default max_tokens. */
-export function baseRequest(b: SamplingFields, contextLength: number): Omit<GenerateRequest, 'prompt'> {
+/** Everything but the prompt: sampling, limits, stops and the structured-output constraint (no max_tokens: the engine's default, max_new_tokens.ts). */
+export function baseRequest(b: SamplingFields): Omit<GenerateRequest, 'prompt'> {
   if (b.n !== undefined && b.n !== null && b.n !== 1) throw unsupported('n', 'only n=1 is supported; make parallel requests for more choices');
   const maxTokens = num(b.max_tokens, 'max_tokens', (x) => Number.isInteger(x) && x >= 1);
   const seed = num(b.seed, 'seed', Number.isInteger);
@@ -53,7 +53,7 @@ export function baseRequest(b: SamplingFields, contextLength: number): Omit<Gene
   if (stop && (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string'))) throw new InvalidRequestError('invalid_parameter', 'stop must be a string or an array of strings', { field: 'stop' });
   const constraint = constraintOf(b.response_format);
   return {
-    maxNewTokens: maxTokens ?? contextLength,
+    ...(maxTokens !== undefined ? { maxNewTokens: maxTokens } : {}),
     sampling,
     ...(stop?.length ? { stop } : {}),
     ...(constraint ? { constraint } : {}),
@@ -80,9 +80,9 @@ export function chatMessages(ms: ChatCompletionCreateParams['messages']): ChatMe
 }
 
 /** The chat request: the model's own template, or ChatML for models that ship none. */
-export function chatRequest(b: ChatCompletionCreateParams, contextLength: number): GenerateRequest {
+export function chatRequest(b: ChatCompletionCreateParams): GenerateRequest {
   return {
-    ...baseRequest(b, contextLength),
+    ...baseRequest(b),
     prompt: { messages: chatMessages(b.messages) },
     chatTemplateFallback: { template: DEFAULT_CHATML_TEMPLATE, stop: ['<|im_end|>'] },
   };

@@ -11,6 +11,7 @@ import { GREEDY, validateSampling, type SamplingParams } from '../sampling/param
 import { IncrementalDecoder } from '../tokenizer/incremental.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { Channel } from './channel.ts';
+import { maxNewTokensFor } from './max_new_tokens.ts';
 import type { KvCacheManager, Salt } from './kv_cache.ts';
 import type { RowLogprobs } from '../ops/logprobs.ts';
 import type { Runner, RowSampling } from './runner.ts';
@@ -44,7 +45,7 @@ export interface TokenConstraint {
 }
 
 export interface GenerateOptions {
-  /** Default 256. */
+  /** Default: until the model stops or the context is full (max_new_tokens.ts). */
   maxNewTokens?: number;
   /** false: never take draft tokens for this request, even when the reader has a draft (default true). */
   speculative?: boolean;
@@ -215,7 +216,7 @@ export class Engine {
     const ids = this.promptIds(prompt, opts);
     const sampling = validateSampling(opts.sampling ?? {});
     const maxContext = this.opts.scheduler.maxContext;
-    const maxNew = Math.min(opts.maxNewTokens ?? 256, maxContext - ids.length);
+    const maxNew = maxNewTokensFor(opts.maxNewTokens, ids.length, maxContext);
     if (!Number.isInteger(opts.maxNewTokens ?? 1) || (opts.maxNewTokens ?? 1) < 1) {
       throw new InvalidRequestError('invalid_max_new_tokens', 'max_new_tokens must be a positive integer', { field: 'max_new_tokens' });
     }

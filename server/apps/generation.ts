@@ -13,8 +13,6 @@ import { tokensPerSecondHeader, usageOf } from '../http/sse.ts';
 import type * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
 
-const DEFAULT_MAX_NEW_TOKENS = 128;
-
 /** Validates `json_whitespace` here (the reader checks again) so a bad value fails before any work; absent → undefined. */
 export function jsonWhitespace(v: string | null | undefined, regex: boolean): string | undefined {
   if (v === undefined || v === null) return undefined;
@@ -59,7 +57,7 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
   };
   return {
     prompt,
-    maxNewTokens: p.max_new_tokens ?? DEFAULT_MAX_NEW_TOKENS,
+    ...(p.max_new_tokens !== undefined ? { maxNewTokens: p.max_new_tokens } : {}),
     sampling,
     ...(p.min_new_tokens !== undefined ? { minNewTokens: p.min_new_tokens } : {}),
     ...(p.no_repeat_ngram_size ? { noRepeatNgramSize: p.no_repeat_ngram_size } : {}),

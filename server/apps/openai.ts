@@ -56,12 +56,6 @@ const usageOf = (ds: Done[]): O.UsageT => {
   return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) }, tokens_per_second: tps };
 };
 
-/** The context length of a group's readers: the default max_tokens. */
-function contextOf(svc: Service, group: string): number {
-  const lens = svc.readers.all().flatMap((r) => (r.spec.consumerGroup === group && r.info ? [r.info.contextLength] : []));
-  return lens.length ? Math.max(...lens) : 128;
-}
-
 function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: string | undefined): ConstraintRequest | undefined {
   if (!rf || rf.type === 'text') return undefined;
   const ws = whitespace ? { whitespace } : {};
@@ -111,7 +105,7 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
   const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? undefined);
   const constraint = constraintOf(rf, jsonWhitespace(b.json_whitespace, false));
   return {
-    maxNewTokens: maxTokens ?? contextOf(svc, group),
+    ...(maxTokens != null ? { maxNewTokens: maxTokens } : {}),
     sampling,
     ...(stop?.length ? { stop } : {}),
     ...(constraint ? { constraint } : {}),

@@ -126,7 +126,7 @@ export function responsesRoutes(app: Hono, spec: ApiSpec, svc: Service, maxBody:
     const req: GenerateRequest = {
       prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,
-      maxNewTokens: b.max_output_tokens ?? Math.max(...svc.readers.all().flatMap((r) => (r.spec.consumerGroup === group && r.info ? [r.info.contextLength] : [128]))),
+      ...(b.max_output_tokens != null ? { maxNewTokens: b.max_output_tokens } : {}),
       sampling: {
         temperature: b.top_p === 0 ? 0 : (b.temperature ?? 1),
         ...(b.top_p ? { topP: b.top_p } : {}),

@@ -19,7 +19,7 @@ import type { GenerationParamsT } from '../http/schemas.ts';
 const int = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max);
 
 export const TgiParameters = z.strictObject({
-  max_new_tokens: int(1, 1 << 20).optional().describe('Default 128 (Weft\'s default; TGI\'s is 100).'),
+  max_new_tokens: int(1, 1 << 20).optional().describe('Default: until the model stops or the context is full (Weft\'s default on every route).'),
   do_sample: z.boolean().optional().describe('Sample instead of greedy; also implied by temperature, top_p or top_k, as in TGI.'),
   temperature: z.number().gt(0).max(100).optional(),
   top_p: z.number().gt(0).max(1).optional(),

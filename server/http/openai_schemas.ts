@@ -16,7 +16,7 @@ const Stop = nul(z.union([z.string().min(1), z.array(z.string().min(1)).max(16)]
 /** Fields shared by /v1/chat/completions and /v1/completions. */
 const Common = {
   model: z.string().min(1).max(128).optional().describe('A consumer group or reader id from GET /v1/models; default: the primary group.'),
-  max_tokens: nul(z.number().int().min(1).max(1 << 20)).describe("Default: the model's context length (generation stops when the context is full)."),
+  max_tokens: nul(z.number().int().min(1).max(1 << 20)).describe("Default: until the model stops or the context is full."),
   temperature: nul(z.number().min(0).max(2)).describe('Default 1 (as OpenAI); 0 = greedy.'),
   top_p: nul(z.number().min(0).max(1)).describe('Default 1; 0 = greedy.'),
   seed: nul(z.number().int()).describe('Reproducible sampling; taken modulo 2^32. Default: random.'),

@@ -17,7 +17,7 @@ export const GenerationParams = z.strictObject({
   no_repeat_ngram_size: int(0, 1024).optional(),
   speculative: z.boolean().optional().describe('false: no speculative decoding for this request (default: on where the reader has a draft model).'),
   seed: int(0, 2 ** 32 - 1).optional(),
-  max_new_tokens: int(1, 1 << 20).optional().describe('Default 128.'),
+  max_new_tokens: int(1, 1 << 20).optional().describe('Default: until the model stops or the context is full.'),
   min_new_tokens: int(0, 1 << 20).optional(),
   stop: z.array(z.string().min(1)).max(16).optional().describe('Stop strings; not included in the output.'),
   json_schema: z.union([z.record(z.string(), z.unknown()), z.string()]).optional().describe('JSON Schema the output must satisfy; {} = any JSON object.'),
