@@ -1,11 +1,11 @@
 // Part of decode_megakernel.wgsl (#include _megakernel_attention): paged GQA attention of one
 // token row; uses the main file's bindings, ld4/st4 and the KV load helpers.
-// ---- attention (attention.wgsl, cpu variant) ----
+// ---- attention (attention.wgsl, cpu variant: the same tile of 8 keys, _attention_tile8) ----
+
+// capped4 (identity: no SOFTCAP here), codes (Q8), firstPos: shared with attention.wgsl.
+#include _attention_common
 
 #if Q8
-fn codes(w: u32) -> vec4<f32> {
-  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
-}
 #if !KV_TEX
 fn kwK(w: u32) -> u32 { return cacheK[w]; }
 fn kwV(w: u32) -> u32 { return cacheV[w]; }
@@ -23,11 +23,6 @@ fn scV(r: u32) -> f32 { return bitcast<f32>(kwV(r + p.hd / 4u)); }
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
 #endif
-
-fn firstPos(pos: u32) -> u32 {
-  if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
-  return 0u;
-}
 
 // Cache row (first vec4 / word) of key position j, kv head kvh (bt: block-table start in inp).
 fn kvRow(bt: u32, j: u32, kvh: u32, kvOff: u32) -> u32 {
@@ -71,8 +66,8 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
   let h0 = kvh * p.group + (id % chunks) * GC;
   let qBase = 4u * (r * PS + p.oB) + h0 * p.hd;  // q of head h0 + g at qBase + g * hd (float index)
   let oBase = 4u * (r * PS + p.oH) + h0 * p.hd;  // out of head h0 + g at oBase + g * hd
-  var q: array<vec4<f32>, GC * HD4>;
-  var o: array<vec4<f32>, GC * HD4>;
+  var qr: array<vec4<f32>, GC * HD4>;   // q of the GC heads (QREG layout of _attention_tile8)
+  var acr: array<vec4<f32>, GC * HD4>;  // their output accumulators
   var m: array<f32, GC>;
   var l: array<f32, GC>;
   var sa: array<vec4<f32>, GC>;
@@ -82,8 +77,8 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
     m[g] = NEG;
     l[g] = 0.0;
     for (var d = 0u; d < HD4; d++) {
-      q[g * HD4 + d] = ld4(qBase + g * p.hd + 4u * d);
-      o[g * HD4 + d] = vec4<f32>(0.0);
+      qr[g * HD4 + d] = ld4(qBase + g * p.hd + 4u * d);
+      acr[g * HD4 + d] = vec4<f32>(0.0);
     }
   }
   for (var j = firstPos(pos); j <= pos; j += 8u) {
@@ -96,77 +91,12 @@ fn attend(r: u32, id: u32, pos: u32, bt: u32, kvOff: u32) {
     let r5 = rows.b.y;
     let r6 = rows.b.z;
     let r7 = rows.b.w;
-    for (var g = 0u; g < GC; g++) {
-      sa[g] = vec4<f32>(0.0);
-      sb[g] = vec4<f32>(0.0);
-    }
-    for (var d = 0u; d < HD4; d++) {
-      let k0 = ldK(r0, d);
-      let k1 = ldK(r1, d);
-      let k2 = ldK(r2, d);
-      let k3 = ldK(r3, d);
-      let k4 = ldK(r4, d);
-      let k5 = ldK(r5, d);
-      let k6 = ldK(r6, d);
-      let k7 = ldK(r7, d);
-      for (var g = 0u; g < GC; g++) {
-        let qd = q[g * HD4 + d];
-        sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
-        sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
-      }
-    }
-#if Q8
-    let qa = p.qScale * vec4<f32>(scK(r0), scK(r1), scK(r2), scK(r3));
-    let qb = p.qScale * vec4<f32>(scK(r4), scK(r5), scK(r6), scK(r7));
-    let sva = vec4<f32>(scV(r0), scV(r1), scV(r2), scV(r3));
-    let svb = vec4<f32>(scV(r4), scV(r5), scV(r6), scV(r7));
-#else
-    let qa = vec4<f32>(p.qScale);
-    let qb = qa;
-#endif
-    let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
-    let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
-    for (var g = 0u; g < GC; g++) {
-      let xa = select(vec4<f32>(NEG), sa[g] * qa, va);
-      let xb = select(vec4<f32>(NEG), sb[g] * qb, vb);
-      let mx = max(xa, xb);
-      let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
-      let corr = exp(m[g] - mt);
-      let wa = exp(xa - mt);
-      let wb = exp(xb - mt);
-      let wsum = wa + wb;
-      l[g] = l[g] * corr + (wsum.x + wsum.y + wsum.z + wsum.w);
-      m[g] = mt;
-      cf[g] = corr;
-#if Q8
-      sa[g] = wa * sva;
-      sb[g] = wb * svb;
-#else
-      sa[g] = wa;
-      sb[g] = wb;
-#endif
-    }
-    for (var d = 0u; d < HD4; d++) {
-      let v0 = ldV(r0, d);
-      let v1 = ldV(r1, d);
-      let v2 = ldV(r2, d);
-      let v3 = ldV(r3, d);
-      let v4 = ldV(r4, d);
-      let v5 = ldV(r5, d);
-      let v6 = ldV(r6, d);
-      let v7 = ldV(r7, d);
-      for (var g = 0u; g < GC; g++) {
-        let wa = sa[g];
-        let wb = sb[g];
-        let i = g * HD4 + d;
-        o[i] = o[i] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
-      }
-    }
+#include _attention_tile8
   }
   for (var g = 0u; g < GC; g++) {
     let inv = 1.0 / l[g];
     for (var d = 0u; d < HD4; d++) {
-      st4(oBase + g * p.hd + 4u * d, o[g * HD4 + d] * inv);
+      st4(oBase + g * p.hd + 4u * d, acr[g * HD4 + d] * inv);
     }
   }
 }

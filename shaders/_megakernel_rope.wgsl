@@ -15,23 +15,15 @@ fn nmul(isQ: bool, d: u32, inv: f32, lb: u32) -> f32 {
 }
 
 fn rotate(base: u32, i: u32, pos: f32, isQ: bool, inv: f32, lb: u32) {
-  let sc = sincos(pos * invFreq[i]);
-  let c = sc.y;
-  let s = sc.x;
   let i0 = i;
   let i1 = i + p.hd / 2u;
-  let x0 = smGet(base + i0) * nmul(isQ, i0, inv, lb);
-  let x1 = smGet(base + i1) * nmul(isQ, i1, inv, lb);
-  smSet(base + i0, x0 * c - x1 * s);
-  smSet(base + i1, x1 * c + x0 * s);
+  let y = rotPair(smGet(base + i0) * nmul(isQ, i0, inv, lb), smGet(base + i1) * nmul(isQ, i1, inv, lb), sincos(pos * invFreq[i]));
+  smSet(base + i0, y.x);
+  smSet(base + i1, y.y);
 }
 
 #if Q8
-fn pack8(x: vec4<f32>, inv: f32) -> u32 {
-  let q = clamp(vec4<i32>(round(x * inv)), vec4<i32>(-127), vec4<i32>(127));
-  let b = bitcast<vec4<u32>>(q) & vec4<u32>(0xffu);
-  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
-}
+#include _kv_pack8
 #endif
 
 

@@ -1,4 +1,5 @@
-// Part of rope.wgsl and decode_megakernel.wgsl (#include _sincos): the rope angle's sin and cos.
+// Part of rope.wgsl and decode_megakernel.wgsl (#include _sincos): the rope angle's sin and cos,
+// and the rotation of one pair by it.
 
 // (sin a, cos a) for a >= 0 in f32, about 1 ulp for a < ~1e5 rad. Builtin sin/cos are
 // not used: WGSL only promises 2^-11 absolute error and SwiftShader's are ~1e-4 off.
@@ -15,4 +16,9 @@ fn sincos(a: f32) -> vec2<f32> {
   let sn = select(s, c, odd);
   let cs = select(c, s, odd);
   return vec2<f32>(select(sn, -sn, (q & 2u) != 0u), select(cs, -cs, ((q + 1u) & 2u) != 0u));
+}
+
+// The pair (x0, x1) rotated by the angle whose (sin, cos) is sc: (x0 c - x1 s, x1 c + x0 s).
+fn rotPair(x0: f32, x1: f32, sc: vec2<f32>) -> vec2<f32> {
+  return vec2<f32>(x0 * sc.y - x1 * sc.x, x1 * sc.y + x0 * sc.x);
 }

@@ -51,27 +51,10 @@
 const WG: u32 = {{WG}}u;
 const NEG: f32 = -1e30;  // "minus infinity" that keeps exp() and differences finite
 
-fn capped(x: f32) -> f32 {
-#if SOFTCAP
-  return p.softcap * tanh(clamp(x, -15.0, 15.0));
-#else
-  return x;
-#endif
-}
-
-fn capped4(x: vec4<f32>) -> vec4<f32> {
-#if SOFTCAP
-  return p.softcap * tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)));
-#else
-  return x;
-#endif
-}
+// capped / capped4, codes (Q8), firstPos: shared with the decode megakernel.
+#include _attention_common
 
 #if Q8
-// Four int8 codes of one word as f32 (byte b -> component b, sign-extended).
-fn codes(w: u32) -> vec4<f32> {
-  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
-}
 #if KV_TEX
 // Cache rows r are word indices within the layer, whose region starts at word 4 p.kvBase4.
 fn kvBase4() -> u32 { return p.kvBase4; }
@@ -93,12 +76,6 @@ fn kvBase4() -> u32 { return p.kvBase4; }
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }
 #endif
-
-// First attended position for a token at `pos`.
-fn firstPos(pos: u32) -> u32 {
-  if (p.window != 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
-  return 0u;
-}
 
 #if SHARED
 var<workgroup> qs: array<vec4<f32>, 64>;  // q of this head, pre-scaled [headDim/4 <= 64]
@@ -187,9 +164,6 @@ fn kvRow(bt: u32, j: u32, kvh: u32) -> u32 {
 const HD4: u32 = {{HD4}}u;  // head dim / 4 (== p.hd4)
 var<private> qr: array<vec4<f32>, GC * HD4>;
 var<private> acr: array<vec4<f32>, GC * HD4>;
-fn hd4() -> u32 { return HD4; }
-#else
-fn hd4() -> u32 { return p.hd4; }
 #endif
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -256,82 +230,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let r5 = kvRow(bt, min(j + 5u, pos), kvh);
     let r6 = kvRow(bt, min(j + 6u, pos), kvh);
     let r7 = kvRow(bt, min(j + 7u, pos), kvh);
-    for (var g = 0u; g < GC; g++) {
-      sa[g] = vec4<f32>(0.0);
-      sb[g] = vec4<f32>(0.0);
-    }
-    for (var d = 0u; d < hd4(); d++) {
-      let k0 = ldK(r0, d);
-      let k1 = ldK(r1, d);
-      let k2 = ldK(r2, d);
-      let k3 = ldK(r3, d);
-      let k4 = ldK(r4, d);
-      let k5 = ldK(r5, d);
-      let k6 = ldK(r6, d);
-      let k7 = ldK(r7, d);
-      for (var g = 0u; g < GC; g++) {
-#if QREG
-        let qd = qr[g * HD4 + d];
-#else
-        let qd = qkv[qBase + g * p.hd4 + d];
-#endif
-        sa[g] += vec4<f32>(dot(qd, k0), dot(qd, k1), dot(qd, k2), dot(qd, k3));
-        sb[g] += vec4<f32>(dot(qd, k4), dot(qd, k5), dot(qd, k6), dot(qd, k7));
-      }
-    }
-#if Q8
-    // Per-key scales: K folds into the score multiplier, V into the weights.
-    let qa = p.qScale * vec4<f32>(scK(r0), scK(r1), scK(r2), scK(r3));
-    let qb = p.qScale * vec4<f32>(scK(r4), scK(r5), scK(r6), scK(r7));
-    let sva = vec4<f32>(scV(r0), scV(r1), scV(r2), scV(r3));
-    let svb = vec4<f32>(scV(r4), scV(r5), scV(r6), scV(r7));
-#else
-    let qa = vec4<f32>(p.qScale);
-    let qb = qa;
-#endif
-    let va = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(pos);
-    let vb = vec4<u32>(j + 4u, j + 5u, j + 6u, j + 7u) <= vec4<u32>(pos);
-    for (var g = 0u; g < GC; g++) {
-      let xa = select(vec4<f32>(NEG), capped4(sa[g] * qa), va);
-      let xb = select(vec4<f32>(NEG), capped4(sb[g] * qb), vb);
-      let mx = max(xa, xb);
-      let mt = max(m[g], max(max(mx.x, mx.y), max(mx.z, mx.w)));
-      let corr = exp(m[g] - mt);
-      let wa = exp(xa - mt);
-      let wb = exp(xb - mt);
-      let ws = wa + wb;
-      l[g] = l[g] * corr + (ws.x + ws.y + ws.z + ws.w);
-      m[g] = mt;
-      cf[g] = corr;
-#if Q8
-      sa[g] = wa * sva;
-      sb[g] = wb * svb;
-#else
-      sa[g] = wa;
-      sb[g] = wb;
-#endif
-    }
-    for (var d = 0u; d < hd4(); d++) {
-      let v0 = ldV(r0, d);
-      let v1 = ldV(r1, d);
-      let v2 = ldV(r2, d);
-      let v3 = ldV(r3, d);
-      let v4 = ldV(r4, d);
-      let v5 = ldV(r5, d);
-      let v6 = ldV(r6, d);
-      let v7 = ldV(r7, d);
-      for (var g = 0u; g < GC; g++) {
-        let wa = sa[g];
-        let wb = sb[g];
-#if QREG
-        let o = g * HD4 + d;
-        acr[o] = acr[o] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
-#else
-        let o = oBase + g * p.hd4 + d;
-        out[o] = out[o] * cf[g] + (wa.x * v0 + wa.y * v1 + wa.z * v2 + wa.w * v3) + (wb.x * v4 + wb.y * v5 + wb.z * v6 + wb.w * v7);
-#endif
-      }
-    }
+    // Scores, online softmax and V accumulation of the tile: shared with the decode megakernel.
+#include _attention_tile8
   }
 #if PASSES
   if (jEnd <= pos) {  // tiles left for the next pass: keep the state

@@ -83,15 +83,11 @@ fn nmul(isQ: bool, d: u32, inv: f32) -> f32 {
 
 // Rotates pair i of the head at element offset `base`.
 fn rotate(base: u32, i: u32, pos: f32, isQ: bool, inv: f32) {
-  let sc = sincos(pos * invFreq[i]);
-  let c = sc.y;
-  let s = sc.x;
   let i0 = lo(i);
   let i1 = hi(i);
-  let x0 = qkv[base + i0] * nmul(isQ, i0, inv);
-  let x1 = qkv[base + i1] * nmul(isQ, i1, inv);
-  qkv[base + i0] = x0 * c - x1 * s;
-  qkv[base + i1] = x1 * c + x0 * s;
+  let y = rotPair(qkv[base + i0] * nmul(isQ, i0, inv), qkv[base + i1] * nmul(isQ, i1, inv), sincos(pos * invFreq[i]));
+  qkv[base + i0] = y.x;
+  qkv[base + i1] = y.y;
 }
 
 #if KV
@@ -106,12 +102,7 @@ fn ld4(i: u32) -> vec4<f32> {
 fn swK(w: u32, v: u32) { cacheK[w] = v; }
 fn swV(w: u32, v: u32) { cacheV[w] = v; }
 #endif
-// Four int8 codes round(x * inv), clamped to +-127, packed into one word (x.b in byte b).
-fn pack8(x: vec4<f32>, inv: f32) -> u32 {
-  let q = clamp(vec4<i32>(round(x * inv)), vec4<i32>(-127), vec4<i32>(127));
-  let b = bitcast<vec4<u32>>(q) & vec4<u32>(0xffu);
-  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
-}
+#include _kv_pack8
 
 // (absmax of the k head at kb, of the v head at vb) over vec4s start, start + step, ...
 fn absmax2(kb: u32, vb: u32, start: u32, step: u32) -> vec2<f32> {

@@ -503,6 +503,8 @@ export async function decodeMegakernel(rec: Recorder, a: DecodeMegakernelArgs): 
       MR,
       NO: a.tuning.octs,
       HD4: c.headDim / 4,
+      // q and the attention accumulators in registers: the QREG form of the shared tile (_attention_tile8).
+      QREG: true,
       BLOCK8: a.blockSize >= 8,
       PS: smem.vec4s,
       SM: MR * smem.vec4s,
