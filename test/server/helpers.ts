@@ -14,7 +14,10 @@ export interface TestService {
 
 export async function startTestService(overrides: Partial<ServiceConfig> = {}): Promise<TestService> {
   prepareGpuEnv();
-  const svc = new Service(loadConfig({ env: {}, overrides: { embeddingModel: '', backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true, ...overrides } }));
+  // No pipeline warm-up (its default on OpenGL ES): these tests time no first request, and
+  // warm-up compiles every common step shape before the reader is ready, in every file that
+  // starts a service. test/server/warmup.test.ts covers warm-up itself.
+  const svc = new Service(loadConfig({ env: {}, overrides: { embeddingModel: '', backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'opengles', logDisableTimestamps: true, warmup: 'off', ...overrides } }));
   svc.startConfiguredReaders();
   await svc.readers.waitSettled(60_000);
   for (const r of svc.readers.all()) if (!r.ready) throw new Error(`reader ${r.readerId} did not load: ${JSON.stringify(r.error)}`);
