@@ -4,8 +4,9 @@
  * Shapes: x [..., K] f32 (M = product of leading dims), W [N, K] f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k
  * (K-quants: the file's 256-element super-blocks, K % 256 == 0, decoded in registers; quant_k.ts)
  * (layouts in core/gpu/tensor.ts), bias [N] f32, y [..., N] f32. y must not alias x or W.
- * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: gemv reduction for M <= 8,
- * shared-memory tiles above). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
+ * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: for M <= 16 a matrix-vector kernel
+ * reducing over subgroups (sgemv) or workgroup memory (gemv), above it 64x64 or 32x32
+ * shared-memory tiles; MatmulOptions.kernels, else kernel_select.ts from the adapter). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
  * weight texture instead (MatmulOptions.wTexture; llvmpipe's storage loads are slow).
  */
 import type { GpuContext } from '../gpu/context.ts';
@@ -18,6 +19,7 @@ import type { KvTexture } from './kv_write.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 import { isKQuant, QK_K, type KQuantDType } from './quant_k.ts';
+import { contextMatmulKernels, type MatmulKernels } from './kernel_select.ts';
 
 export interface LinearWeight {
   /** [N, K] dtype f32 | f16 | q8_0 | q4_0. */
@@ -28,6 +30,8 @@ export interface LinearWeight {
 
 export interface MatmulOptions {
   variant?: Variant;
+  /** gpu variant: the decode and prefill kernels (the decode plan's choice; default: from the adapter, kernel_select.ts). */
+  kernels?: MatmulKernels;
   /** y += x·Wᵀ (+bias) instead of y = ... : lets the residual add fuse into the output projection */
   accumulate?: boolean;
   /**
@@ -127,8 +131,14 @@ const CPU_WG = 16;
 export const TEX_OCTETS = 4;
 /** Workgroup size of the gpu gemv variant (threads splitting K for 4 columns). */
 const GEMV_WG = 64;
-/** Largest M handled by the gpu gemv kernel (one pass over W); above it, tiles. */
-const GEMV_MAX_M = 8;
+/** Largest M handled by the gpu matrix-vector kernels (one pass over W); above it, tiles. */
+export const MATMUL_DECODE_MAX_M = 16;
+/** Workgroup size of the sgemv kernel (a multiple of every subgroup size up to 128). */
+const SGEMV_WG = 128;
+/** Quads of W rows (4 columns) per sgemv workgroup: 2 per subgroup of 32. */
+const SGEMV_QPW = 8;
+/** The gpu kernels when none are given and no adapter is at hand (pure callers of matmulPlan). */
+const BASELINE_KERNELS: MatmulKernels = { decode: 'gemv', prefill: 'tile' };
 
 /** A zero f32 buffer bound as `bias` when there is none (auto layouts need every binding). */
 const dummies = new WeakMap<GpuContext, Tensor>();
@@ -164,11 +174,12 @@ export function matmulPlan(
   tex = false,
   xtex = false,
   fuse: MatmulFusion = {},
+  kernels: MatmulKernels = BASELINE_KERNELS,
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
   if ((fuse.norm || fuse.gated || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm, gated output and rope need texture weights');
-  let kind: 'cpu' | 'gemv' | 'tile';
+  let kind: 'cpu' | 'gemv' | 'sgemv' | 'tile' | 'tile64';
   let MR: number;
   let WG: number;
   let NO = 1; // column octets per invocation (cpu)
@@ -182,18 +193,33 @@ export function matmulPlan(
     // (rope: 4 rotation-pair quads, i.e. 32 qkv columns, per invocation.)
     const colGroups = fuse.ropePairs ? ceilDiv(fuse.ropePairs, 4) : ceilDiv(N, (fuse.gated ? 4 : 8) * NO);
     groups = ceilDiv(colGroups * ceilDiv(M, MR), WG);
-  } else if (M <= GEMV_MAX_M) {
-    kind = 'gemv';
-    MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
-    WG = GEMV_WG;
-    groups = ceilDiv(N, 4);
+  } else if (M <= MATMUL_DECODE_MAX_M) {
+    kind = kernels.decode;
+    MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;
+    WG = kind === 'sgemv' ? SGEMV_WG : GEMV_WG;
+    groups = kind === 'sgemv' ? ceilDiv(N, 4 * SGEMV_QPW) : ceilDiv(N, 4);
+  } else if (kernels.prefill === 'tile64') {
+    kind = 'tile64';
+    MR = 4;
+    WG = 256;
+    groups = ceilDiv(M, 64) * ceilDiv(N, 64);
   } else {
     kind = 'tile';
     MR = 4;
     WG = 64;
     groups = ceilDiv(M, 32) * ceilDiv(N, 32);
   }
-  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO, ...(isKQuant(wdt) ? { KQ: wdt } : {}) };
+  const defines = {
+    WDT: wdt,
+    VEC: K % 4 === 0,
+    KIND: kind,
+    MR,
+    WG,
+    QBLK: kind === 'cpu' && quant,
+    NO,
+    ...(kind === 'sgemv' ? { QPW: SGEMV_QPW } : {}),
+    ...(isKQuant(wdt) ? { KQ: wdt } : {}),
+  };
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
   const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
@@ -283,7 +309,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
-  const { key, groups } = matmulPlan(wdt, M, N, K, variant);
+  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, {}, opts.kernels ?? contextMatmulKernels(ctx));
   const kernel = await ctx.pipelines.get(key);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
   rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
