@@ -25,16 +25,16 @@ import type { Recorder, TextureBinding } from '../../gpu/recorder.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
+import { attentionSplitK } from '../../ops/attention_splitk.ts';
+import { resolveDecodePlan, type DecodePlan } from '../decode_plan.ts';
 import {
   decodeMegakernel,
   megakernelEligibility,
   megakernelGC,
-  megakernelModeFromEnv,
   megakernelRows,
   megakernelScratchFloats,
   megakernelTuning,
   megakernelWeights,
-  megakernelWeightsFromEnv,
   stagingTexture,
   weightTexture,
   type MegakernelTuning,
@@ -62,9 +62,11 @@ const STORAGE = 0x80 | 0x08 | 0x04;
 export interface LlamaModelOptions {
   /** KV-cache storage with the megakernel and f32 KV (default: the adapter's tuning, texture on llvmpipe). */
   kvStorage?: 'buffer' | 'texture';
-  /** Megakernel weight source (default: WEFT_MEGAKERNEL_WEIGHTS, else auto = texture on llvmpipe). */
+  /** The decode plan (load.ts resolves it); without one, resolved here from the adapter and the two settings below. */
+  plan?: DecodePlan;
+  /** Without a plan: megakernel weight source (default auto = texture on llvmpipe). */
   megakernelWeights?: MegakernelWeightSource | 'auto';
-  /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
+  /** Without a plan: decode megakernel mode (default auto); see core/ops/decode_megakernel.ts. */
   decodeMegakernel?: MegakernelMode;
   /** Steps with prompt chunks or verify rows through the megakernel in waves (default true; false: decode steps only). */
   megakernelWaves?: boolean;
@@ -126,6 +128,8 @@ export class LlamaModel {
   } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
+  /** The decode plan this model runs (kernel per op, storage, megakernel mode). */
+  readonly plan: DecodePlan;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
   readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
 
@@ -190,8 +194,15 @@ export class LlamaModel {
     // same per-layer tensors through their offsets.
     const kvLayerBytes = Math.ceil((slots * c.kvHeads * row * 4) / PACK_ALIGN_BYTES) * PACK_ALIGN_BYTES;
     const mw = weights.packed ? megakernelWeights(weights) : 'weights are not packed into one f32 buffer';
-    const mode = opts.decodeMegakernel ?? megakernelModeFromEnv();
-    let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
+    this.plan =
+      opts.plan ??
+      resolveDecodePlan(ctx.gpu, cfg, kvDtype, {
+        variant: ctx.variant,
+        ...(opts.decodeMegakernel ? { decodeMegakernel: opts.decodeMegakernel } : {}),
+        ...(opts.megakernelWeights ? { megakernelWeights: opts.megakernelWeights } : {}),
+      });
+    const mode = this.plan.megakernel.mode;
+    let tuning: MegakernelTuning = this.plan.megakernel.tuning;
     const eligibility = megakernelEligibility(
       ctx,
       c,
@@ -259,10 +270,11 @@ export class LlamaModel {
    * llvmpipe; matmul ignores it where it does not apply). W's vec4 offset in the packed buffer.
    */
   private wtex(w: { w: Tensor }): MatmulOptions {
+    const kernels = this.plan.matmul;
     const t = this.mega?.texture;
-    if (!t || w.w.buffer !== this.mega!.weights.buffer) return {};
+    if (!t || w.w.buffer !== this.mega!.weights.buffer) return { kernels };
     const xs = this.mega!.xStage;
-    return { wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
+    return { kernels, wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
   }
 
   /**
@@ -398,13 +410,22 @@ export class LlamaModel {
           ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
         });
       }
-      await attention(rec, qkv, this.cacheK[l]!, this.cacheV[l]!, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, {
+      const attOpts = {
         ...heads,
         blockSize: this.geo.blockSize,
         maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
         maxPosition: latest,
         ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
-      });
+      };
+      const ck = this.cacheK[l]!;
+      const cv = this.cacheV[l]!;
+      // Decode-only steps (one token per sequence) split the context across workgroups
+      // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
+      if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && !isKvTexture(ck) && !isKvTexture(cv)) {
+        await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32' });
+      } else {
+        await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
+      }
       await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       const postNorm = this.normTex(L.postNorm, L.gu, true);
       if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
