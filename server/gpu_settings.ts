@@ -2,7 +2,7 @@
  * GPU and decode-path settings read from the environment on the server side (core reads no
  * environment): WEFT_GPU_BACKEND (process-wide default backend), WEFT_KERNEL_VARIANT
  * (`cpu` | `gpu`), WEFT_DECODE_MEGAKERNEL (`auto` | `on` | `off`), WEFT_MEGAKERNEL_WEIGHTS
- * (`auto` | `buffer` | `texture`), WEFT_DECODE_ATTENTION (`auto` | `paged` | `splitk`). They
+ * (`auto` | `buffer` | `texture`), WEFT_ATTENTION_KERNEL (`auto` | `paged` | `flash`). They
  * reach core as GpuOptions (GpuContext.create) and LoadOptions.decode (the decode plan,
  * core/models/decode_plan.ts). An unknown value is an invalid_config error.
  */
@@ -30,7 +30,7 @@ export function gpuOptionsFromEnv(backend?: string, env: Env = process.env): Gpu
 export function decodeSettingsFromEnv(env: Env = process.env): DecodeSettings {
   const megakernel = pick(env, 'WEFT_DECODE_MEGAKERNEL', ['auto', 'on', 'off'] as const);
   const weights = pick(env, 'WEFT_MEGAKERNEL_WEIGHTS', ['auto', 'buffer', 'texture'] as const);
-  const attention = pick(env, 'WEFT_DECODE_ATTENTION', ['auto', 'paged', 'splitk'] as const);
+  const attention = pick(env, 'WEFT_ATTENTION_KERNEL', ['auto', 'paged', 'flash'] as const);
   return {
     ...(megakernel ? { decodeMegakernel: megakernel } : {}),
     ...(weights ? { megakernelWeights: weights } : {}),

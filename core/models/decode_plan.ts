@@ -16,6 +16,7 @@ import {
   type MegakernelTuning,
   type MegakernelWeightSource,
 } from '../ops/decode_megakernel.ts';
+import { PREFILL_MAX_HEAD_DIM } from '../ops/attention_prefill.ts';
 import { matmulKernelsFor, type MatmulKernels } from '../ops/kernel_select.ts';
 import type { KvDtype } from '../ops/kv_write.ts';
 import type { Variant } from '../ops/variant.ts';
@@ -35,10 +36,14 @@ export interface DecodeSettings {
   decodeMegakernel?: MegakernelMode;
   /** Where the megakernel and the cpu matmul read f32 weights: `auto` (default), `buffer`, `texture`. */
   megakernelWeights?: MegakernelWeightSource | 'auto';
-  /** Decode attention: `auto` (default: split-K where it applies), `paged` (one workgroup per head), `splitk`. */
-  attention?: 'auto' | 'paged' | 'splitk';
+  /**
+   * Attention kernels: `auto` (default: flash kernels where they apply — split-K for decode
+   * steps, tiled for prompt chunks), `paged` (attention.ts, one workgroup per token and head),
+   * `flash` (the flash kernels, refused where they cannot run).
+   */
+  attention?: 'auto' | 'paged' | 'flash';
 }
-export const ATTENTION_CHOICES = ['auto', 'paged', 'splitk'] as const;
+export const ATTENTION_CHOICES = ['auto', 'paged', 'flash'] as const;
 
 export interface DecodePlan {
   readonly variant: Variant;
@@ -47,8 +52,12 @@ export interface DecodePlan {
   readonly attention: {
     /** Decode-only steps: `splitk` (flash-decoding, attention_splitk.ts) or `paged` (attention.ts). */
     readonly decode: 'splitk' | 'paged';
+    /** Steps with prompt chunks: `tiled` (flash attention, attention_prefill.ts) or `paged`. */
+    readonly prefill: 'tiled' | 'paged';
     /** Why decode attention is `paged` (null when split-K). */
     readonly pagedBecause: string | null;
+    /** Why prefill attention is `paged` (null when tiled). */
+    readonly prefillPagedBecause: string | null;
   };
   readonly kv: {
     readonly dtype: KvDtype;
@@ -57,6 +66,14 @@ export interface DecodePlan {
   };
   /** The megakernel's mode and its adapter tuning (weights, KV and scratch storage; model eligibility is LlamaModel's, from the loaded weights). */
   readonly megakernel: { readonly mode: MegakernelMode; readonly tuning: Readonly<MegakernelTuning> };
+}
+
+/** Why tiled prefill attention cannot run this model on this plan (null: it can). */
+export function tiledProblem(variant: Variant, cfg: Pick<DecoderConfig, 'headDim'>, kvDtype: KvDtype): string | null {
+  const p = splitKProblem(variant, cfg, kvDtype);
+  if (p) return p;
+  if (cfg.headDim > PREFILL_MAX_HEAD_DIM) return `head dim ${cfg.headDim} > ${PREFILL_MAX_HEAD_DIM}`;
+  return null;
 }
 
 /** Why split-K decode attention cannot run this model on this plan (null: it can). */
@@ -87,13 +104,15 @@ export function resolveDecodePlan(adapter: PlanAdapter, cfg: Pick<DecoderConfig,
   });
   const choice = settings.attention ?? 'auto';
   const problem = splitKProblem(variant, cfg, kvDtype);
-  if (choice === 'splitk' && problem) throw new WeftError('invalid_config', `attention splitk cannot run this model: ${problem}`);
+  const tiled = tiledProblem(variant, cfg, kvDtype);
+  if (choice === 'flash' && (problem || tiled)) throw new WeftError('invalid_config', `attention flash cannot run this model: ${problem ?? tiled}`);
   const pagedBecause = choice === 'paged' ? 'attention: paged (configured)' : problem;
+  const prefillPagedBecause = choice === 'paged' ? 'attention: paged (configured)' : tiled;
   const tuning = megakernelTuning(adapter.info, settings.megakernelWeights ?? 'auto');
   return Object.freeze({
     variant,
     matmul: Object.freeze(matmul),
-    attention: Object.freeze({ decode: pagedBecause ? 'paged' : 'splitk', pagedBecause }),
+    attention: Object.freeze({ decode: pagedBecause ? 'paged' : 'splitk', prefill: prefillPagedBecause ? 'paged' : 'tiled', pagedBecause, prefillPagedBecause }),
     kv: Object.freeze({ dtype: kvDtype, storage: tuning.kv }),
     megakernel: Object.freeze({ mode: settings.decodeMegakernel ?? 'auto', tuning: Object.freeze(tuning) }),
   } as const);

@@ -21,7 +21,7 @@ describe('resolveDecodePlan', () => {
     const p = resolveDecodePlan(gpu(), cfg, 'f32');
     expect(p.variant).toBe('gpu');
     expect(p.matmul).toEqual({ decode: 'sgemv', prefill: 'tile64' });
-    expect(p.attention).toEqual({ decode: 'splitk', pagedBecause: null });
+    expect(p.attention).toEqual({ decode: 'splitk', prefill: 'tiled', pagedBecause: null, prefillPagedBecause: null });
     expect(p.kv.storage).toBe('buffer');
     expect(p.megakernel.mode).toBe('auto');
     expect(p.megakernel.tuning.weights).toBe('buffer');
@@ -48,14 +48,18 @@ describe('resolveDecodePlan', () => {
   it('split-K attention falls back to paged where it does not apply, with the reason', () => {
     expect(resolveDecodePlan(gpu(), cfg, 'q8').attention.pagedBecause).toMatch(/KV dtype q8/);
     expect(resolveDecodePlan(gpu(), { headDim: 320 }, 'f32').attention.pagedBecause).toMatch(/head dim 320/);
+    const hd256 = resolveDecodePlan(gpu(), { headDim: 256 }, 'f32').attention;
+    expect([hd256.decode, hd256.prefill]).toEqual(['splitk', 'paged']);
+    expect(hd256.prefillPagedBecause).toMatch(/head dim 256 > 128/);
     expect(resolveDecodePlan(gpu(), cfg, 'f32', { attention: 'paged' }).attention.decode).toBe('paged');
-    expect(resolveDecodePlan(swiftshader, cfg, 'f32', { variant: 'gpu' }).attention.decode).toBe('splitk');
+    expect(resolveDecodePlan(swiftshader, cfg, 'f32', { variant: 'gpu' }).attention).toMatchObject({ decode: 'splitk', prefill: 'tiled' });
   });
   it('settings are values, validated', () => {
     expect(resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'on', megakernelWeights: 'texture' }).megakernel).toMatchObject({ mode: 'on', tuning: { weights: 'texture' } });
     expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'sometimes' as 'on' })).toThrow(/decodeMegakernel must be one of auto, on, off/);
     expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { megakernelWeights: 'textures' as 'texture' })).toThrow(/megakernelWeights/);
-    expect(() => resolveDecodePlan(gpu(), cfg, 'q8', { attention: 'splitk' })).toThrow(/splitk cannot run this model: KV dtype q8/);
+    expect(() => resolveDecodePlan(gpu(), cfg, 'q8', { attention: 'flash' })).toThrow(/flash cannot run this model: KV dtype q8/);
+    expect(() => resolveDecodePlan(gpu(), { headDim: 256 }, 'f32', { attention: 'flash' })).toThrow(/head dim 256 > 128/);
   });
   it('is immutable', () => {
     const p = resolveDecodePlan(gpu(), cfg, 'f32');

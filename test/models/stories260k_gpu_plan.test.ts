@@ -1,8 +1,8 @@
 /**
  * stories260K through the GPU decode plan on CPU emulation: a context forced to the `gpu`
  * kernel variant with the megakernel off runs the plan a GPU adapter gets — sgemv (SwiftShader
- * has `subgroups`) or gemv for decode matmuls, 64x64 tiles for the prompt, split-K
- * (flash-decoding) attention for decode steps — and must reproduce llama2.c's greedy ids.
+ * has `subgroups`) or gemv for decode matmuls, 64x64 tiles and tiled flash attention for the
+ * prompt, split-K (flash-decoding) attention for decode steps — and must reproduce llama2.c's greedy ids.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { GpuContext } from '../../core/gpu/context.ts';
@@ -26,6 +26,7 @@ describe.each(TEST_BACKENDS)('stories260K on the GPU decode plan (%s, gpu varian
     const plan = loaded.decodePlan;
     expect(plan.variant).toBe('gpu');
     expect(plan.attention.decode).toBe('splitk');
+    expect(plan.attention.prefill).toBe('tiled');
     expect(plan.matmul.decode).toBe(ctx.gpu.caps.subgroups ? 'sgemv' : 'gemv');
     expect(loaded.model.megakernelOff).toMatch(/off/);
     expect(loaded.engine.promptIds('Once upon a time')).toEqual(PROMPT_IDS);

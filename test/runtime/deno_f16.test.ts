@@ -1,5 +1,5 @@
 /**
- * The native-f16 kernel variants (split-K attention over an f16 KV cache with KV = f16n,
+ * The native-f16 kernel variants (split-K and tiled prefill attention over an f16 KV cache with KV = f16n,
  * matmul with WDT = f16n through the gemv / tile64 kernels) on Deno's own WebGPU, which has
  * `shader-f16` here (wgpu over Mesa lavapipe; Dawn's SwiftShader lacks it), via
  * test/runtime/deno/f16_kernels.ts in a child process.
@@ -27,6 +27,7 @@ describe('native f16 kernels on Deno (shader-f16)', () => {
     const r = JSON.parse(line!.slice('WEFT_RESULT '.length)) as { ok: boolean; error?: string; checks?: string[] };
     expect(r.ok, r.error).toBe(true);
     expect(r.checks!.filter((c) => c.startsWith('attention f16n')).length).toBe(3);
+    expect(r.checks!.filter((c) => c.startsWith('prefill attention f16n')).length).toBe(3);
     expect(r.checks!.filter((c) => c.startsWith('matmul f16n')).length).toBeGreaterThanOrEqual(3);
   }, 150_000);
 });

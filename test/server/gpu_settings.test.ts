@@ -29,13 +29,13 @@ describe('server GPU settings', () => {
     expect(invalid(() => gpuOptionsFromEnv(undefined, { WEFT_KERNEL_VARIANT: 'fast' })).message).toMatch(/WEFT_KERNEL_VARIANT must be one of cpu, gpu/);
   });
   it('decode settings pass through and unknown values are refused', () => {
-    expect(decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'off', WEFT_MEGAKERNEL_WEIGHTS: 'texture', WEFT_DECODE_ATTENTION: 'paged' })).toEqual({
+    expect(decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'off', WEFT_MEGAKERNEL_WEIGHTS: 'texture', WEFT_ATTENTION_KERNEL: 'paged' })).toEqual({
       decodeMegakernel: 'off',
       megakernelWeights: 'texture',
       attention: 'paged',
     });
     expect(invalid(() => decodeSettingsFromEnv({ WEFT_MEGAKERNEL_WEIGHTS: 'textures' })).message).toMatch(/auto, buffer, texture/);
     expect(invalid(() => decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'yes' })).message).toMatch(/auto, on, off/);
-    expect(invalid(() => decodeSettingsFromEnv({ WEFT_DECODE_ATTENTION: 'flash' })).message).toMatch(/auto, paged, splitk/);
+    expect(invalid(() => decodeSettingsFromEnv({ WEFT_ATTENTION_KERNEL: 'splitk' })).message).toMatch(/auto, paged, flash/);
   });
 });

@@ -25,6 +25,7 @@ import type { Recorder, TextureBinding } from '../../gpu/recorder.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
+import { attentionPrefill } from '../../ops/attention_prefill.ts';
 import { attentionSplitK } from '../../ops/attention_splitk.ts';
 import { resolveDecodePlan, type DecodePlan } from '../decode_plan.ts';
 import {
@@ -421,8 +422,12 @@ export class LlamaModel {
       const cv = this.cacheV[l]!;
       // Decode-only steps (one token per sequence) split the context across workgroups
       // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
-      if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && !isKvTexture(ck) && !isKvTexture(cv)) {
+      const buffers = !isKvTexture(ck) && !isKvTexture(cv);
+      if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && buffers) {
         await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32' });
+      } else if (this.plan.attention.prefill === 'tiled' && T > s.numSeqs && buffers) {
+        // Prompt chunks: queries in tiles of one sequence share each staged K/V tile.
+        await attentionPrefill(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32', tokenSeqHost: s.tokenSeq });
       } else {
         await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
       }

@@ -9,6 +9,7 @@
 import { createGpu } from '../../../core/gpu/device.ts';
 import { GpuContext } from '../../../core/gpu/context.ts';
 import { attentionRef } from '../../../core/ops/attention.ref.ts';
+import { attentionPrefill } from '../../../core/ops/attention_prefill.ts';
 import { attentionSplitK } from '../../../core/ops/attention_splitk.ts';
 import { matmul } from '../../../core/ops/matmul.ts';
 import { matmulRef } from '../../../core/ops/matmul.ref.ts';
@@ -57,8 +58,18 @@ async function main(): Promise<Record<string, unknown>> {
     await attentionSplitK(rec, t[0], t[1], t[2], t[3], t[4], t[5], out, { ...o, kvDtype: 'f16', nativeF16: true, ...(c.splitKeys ? { splitKeys: c.splitKeys } : {}) });
     const back = rec.readback(out);
     rec.submit();
-    assertClose(new Float32Array(await back), attentionRef(s.qkv, hk.values, hv.values, s.positions, s.tokenSeq, s.blockTables, o), TOL_F32, `attention f16n ${c.name}`);
+    const want = attentionRef(s.qkv, hk.values, hv.values, s.positions, s.tokenSeq, s.blockTables, o);
+    assertClose(new Float32Array(await back), want, TOL_F32, `attention f16n ${c.name}`);
     checks.push(`attention f16n: ${c.name}`);
+    if (c.hd <= 128) {
+      const out2 = ctx.scratch([s.T, c.nH * c.hd]);
+      const rec2 = ctx.recorder();
+      await attentionPrefill(rec2, t[0], t[1], t[2], t[3], t[4], t[5], out2, { ...o, kvDtype: 'f16', nativeF16: true, tokenSeqHost: s.tokenSeq });
+      const back2 = rec2.readback(out2);
+      rec2.submit();
+      assertClose(new Float32Array(await back2), want, TOL_F32, `prefill attention f16n ${c.name}`);
+      checks.push(`prefill attention f16n: ${c.name}`);
+    }
   }
   for (const { kernels, shape } of MATMUL) {
     if (kernels.decode === 'sgemv' && !ctx.gpu.caps.subgroups) continue;
