@@ -61,6 +61,13 @@ export interface MatmulOptions {
    */
   gated?: boolean;
   /**
+   * The input RMSNorm as the prologue of the gpu decode kernel (sgemv: gpu variant, M <= 16,
+   * K % 4 == 0; see gpuFusionApplies): x is the residual stream [M, K] and y = (x * rsqrt(mean(x²)
+   * + eps) * weight) · Wᵀ, as rmsNorm into a buffer then matmul (within f32 rounding). Combines
+   * with `gated`.
+   */
+  prenorm?: { weight: Tensor; eps: number };
+  /**
    * rope_kv_write as the epilogue (texture weights only): W is the fused qkv projection and y
    * the qkv rows [M, (nH + 2 nKv) hd]; q heads are rotated into y, k heads rotated and v heads
    * stored into the KV textures at `slots` (k and v columns of y are not written). Half-split
@@ -106,6 +113,15 @@ const texLayout = uniformLayout([
   ['nH', 'u32'], // ROPE: q heads
   ['nKv', 'u32'], // ROPE: kv heads
   ['kvBase4', 'u32'], // ROPE: vec4 index of the layer's region in the KV textures
+] as const);
+
+/** The sgemv kernel's layout with fusions: `layout` plus the prenorm epsilon. */
+const gpuFuseLayout = uniformLayout([
+  ['M', 'u32'],
+  ['N', 'u32'], // GATED: output columns (W has 2N rows)
+  ['K', 'u32'],
+  ['flags', 'u32'],
+  ['eps', 'f32'], // PRENORM: RMSNorm epsilon
 ] as const);
 
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
@@ -156,9 +172,11 @@ function cpuRows(M: number): number {
 /** Weight format as the shader sees it: f16n = native f16 loads (device has shader-f16). */
 export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0' | KQuantDType;
 
-/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope). */
+/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope) and of sgemv (prenorm / gated). */
 export interface MatmulFusion {
   norm?: boolean;
+  /** sgemv: MatmulOptions.prenorm. */
+  prenorm?: boolean;
   gated?: boolean;
   /** With rope: the number of rotation-pair quads, (nH + 2 nKv) · hd / 8. */
   ropePairs?: number;
@@ -178,7 +196,9 @@ export function matmulPlan(
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
-  if ((fuse.norm || fuse.gated || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm, gated output and rope need texture weights');
+  const gpuFused = !tex && (!!fuse.prenorm || !!fuse.gated);
+  if (gpuFused && !gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmulPlan: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0)');
+  if ((fuse.norm || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm and rope need texture weights');
   let kind: 'cpu' | 'gemv' | 'sgemv' | 'tile' | 'tile64';
   let MR: number;
   let WG: number;
@@ -220,9 +240,19 @@ export function matmulPlan(
     ...(kind === 'sgemv' ? { QPW: SGEMV_QPW } : {}),
     ...(isKQuant(wdt) ? { KQ: wdt } : {}),
   };
+  if (gpuFused) {
+    // The norm weight binds after y (bindings: x, W, [scales], bias, y, wn).
+    const fusedDefines = { ...defines, PRENORM: !!fuse.prenorm, GATED: !!fuse.gated, PN_BIND: quant ? 6 : 5 };
+    return { key: { shader: 'matmul', defines: fusedDefines, layout: gpuFuseLayout }, groups };
+  }
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
   const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
+}
+
+/** Whether MatmulOptions.prenorm / gated can run on the gpu decode kernel for this call (sgemv, M <= 16, K % 4 == 0). */
+export function gpuFusionApplies(M: number, K: number, variant: Variant, kernels: MatmulKernels): boolean {
+  return variant === 'gpu' && kernels.decode === 'sgemv' && M <= MATMUL_DECODE_MAX_M && K % 4 === 0;
 }
 
 /** Whether MatmulOptions.wTexture is used for this call (else W is read from its buffer). */
@@ -282,6 +312,20 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     const why = ropeFusionProblem(rp, N, K);
     if (why || opts.gated || opts.accumulate) throw new Error(`matmul: cannot fuse rope: ${why ?? 'not with a gated or accumulated output'}`);
   }
+  const kernels = opts.kernels ?? contextMatmulKernels(ctx);
+  const pn = opts.prenorm;
+  const texPath = !!wt && texWeightsApply(wdt, K, variant);
+  if (pn || (opts.gated && !texPath)) {
+    if (texPath || opts.norm || rp) throw new Error('matmul: prenorm is the gpu decode kernel\'s fusion; it does not combine with texture weights, norm or rope');
+    if (!gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmul: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+    if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, { prenorm: !!pn, gated: !!opts.gated }, kernels);
+    const kernel = await ctx.pipelines.get(key);
+    const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (NW * K * 4) / QK }] : [];
+    const wnBind = pn ? pn.weight : dummyBias(ctx);
+    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
+    return;
+  }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
   if (wt && texWeightsApply(wdt, K, variant)) {
     const { width, height } = wt.binding.texture;
@@ -309,7 +353,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
-  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, {}, opts.kernels ?? contextMatmulKernels(ctx));
+  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, {}, kernels);
   const kernel = await ctx.pipelines.get(key);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
   rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));

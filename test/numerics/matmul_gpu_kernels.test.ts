@@ -12,6 +12,8 @@ import type { DType } from '../../core/gpu/tensor.ts';
 import { matmulKernelsFor, type MatmulKernels } from '../../core/ops/kernel_select.ts';
 import { matmul, matmulPlan } from '../../core/ops/matmul.ts';
 import { matmulRef } from '../../core/ops/matmul.ref.ts';
+import { gatedActRef } from '../../core/ops/activation.ref.ts';
+import { rmsNormRef } from '../../core/ops/rms_norm.ref.ts';
 import { dequantize, encodeWeight, uploadEncoded } from '../../core/ops/quant.ts';
 import { dequantizeKQuant, isKQuant, randomKQuantBlocks, repackKQuant } from '../../core/ops/quant_k.ts';
 import { assertClose, gpuFor, randn, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
@@ -111,5 +113,50 @@ describe.each(TEST_BACKENDS)('gpu matmul kernels on %s', (backend) => {
   });
   it.each(PREFILL)('tile64 %s M,K,N=%j matches the reference', async (dtype, shape) => {
     await run(await gpuFor(backend), { decode: 'gemv', prefill: 'tile64' }, dtype, shape);
+  });
+
+  // Fusions of the decode kernel: the input RMSNorm as its prologue and the SiLU gate as its
+  // epilogue, against rmsNorm -> matmul -> gated activation references. N = output columns.
+  const FUSED: [DType, Shape, boolean, boolean][] = [
+    ['f32', [1, 64, 37], true, false],
+    ['f16', [5, 96, 9], true, true],
+    ['q8_0', [16, 64, 33], false, true],
+    ['q4_k', [3, 256, 8], true, true],
+    ['q6_k', [9, 256, 4], true, false],
+  ];
+  it.each(FUSED)('sgemv %s M,K,N=%j prenorm=%s gated=%s matches the unfused reference', async (dtype, [M, K, N], prenorm, gated) => {
+    const ctx = await gpuFor(backend);
+    if (!ctx.gpu.caps.subgroups) return;
+    const seed = M * 7919 + K * 31 + N + (prenorm ? 1 : 0) + (gated ? 2 : 0);
+    const x = randn(M * K, seed, 3);
+    const wn = randn(K, seed + 4);
+    const rows = gated ? 2 * N : N;
+    const { tw, wd } = weight(ctx, dtype, rows, K, seed + 1);
+    const kernels: MatmulKernels = { decode: 'sgemv', prefill: 'tile64' };
+    const tx = ctx.tensor(x, [M, K], 'f32');
+    const twn = ctx.tensor(wn, [K], 'f32');
+    const ty = ctx.scratch([M, N]);
+    const rec = ctx.recorder();
+    await matmul(rec, tx, { w: tw }, ty, { variant: 'gpu', kernels, ...(prenorm ? { prenorm: { weight: twn, eps: 1e-5 } } : {}), ...(gated ? { gated: true } : {}) });
+    const back = rec.readback(ty);
+    rec.submit();
+    const h = prenorm ? rmsNormRef(x, wn, K, 1e-5) : x;
+    const z = matmulRef(h, M, K, wd, rows);
+    const want = gated ? gatedActRef('silu', z, N) : z;
+    assertClose(new Float32Array(await back), want, TOL_F32, 'y');
+    for (const t of [tx, tw, twn]) t.buffer.destroy();
+    ctx.free(ty);
+  });
+  it('refuses the fusions where the sgemv kernel does not run', async () => {
+    const ctx = await gpuFor(backend);
+    const tx = ctx.tensor(randn(17 * 64, 1), [17, 64], 'f32');
+    const tw = ctx.tensor(randn(8 * 64, 2), [8, 64], 'f32');
+    const ty = ctx.scratch([17, 4]);
+    const rec = ctx.recorder();
+    await expect(matmul(rec, tx, { w: tw }, ty, { variant: 'gpu', kernels: { decode: 'sgemv', prefill: 'tile64' }, gated: true })).rejects.toThrow(/sgemv/);
+    await expect(matmul(rec, tx, { w: tw }, ty, { variant: 'gpu', kernels: { decode: 'gemv', prefill: 'tile64' }, gated: true })).rejects.toThrow(/sgemv/);
+    rec.submit();
+    for (const t of [tx, tw]) t.buffer.destroy();
+    ctx.free(ty);
   });
 });

@@ -48,7 +48,7 @@ import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
-import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
+import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -390,6 +390,9 @@ export class LlamaModel {
       const E = s.embedAt.length; // image features over the placeholder tokens' embeddings
       await scatterRows(rec, { buffer: rec.upload(s.embedRows!).buffer, offset: 0, shape: [E, D], dtype: 'f32' }, { buffer: rec.upload(s.embedAt).buffer, offset: 0, shape: [E], dtype: 'u32' }, x);
     }
+    // Decode-sized steps on the sgemv kernel: the input norms fuse into the matmuls that read
+    // them and the SiLU gate into the gate/up matmul (no h or gu round trip, 2 fewer dispatches).
+    const gpuFuse = gpuFusionApplies(T, c.hiddenSize, this.ctx.variant, this.plan.matmul);
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them, rope
@@ -398,6 +401,7 @@ export class LlamaModel {
       const inNorm = this.normTex(L.inNorm, L.qkv);
       const rope = inNorm && !(L.qNorm && L.kNorm) ? this.ropeTex(rec, l, positions, slots) : null;
       if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm, ...(rope ? { rope } : {}) });
+      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), prenorm: { weight: L.inNorm, eps: c.rmsEps } });
       else {
         await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
@@ -434,6 +438,7 @@ export class LlamaModel {
       await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       const postNorm = this.normTex(L.postNorm, L.gu, true);
       if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
+      else if (gpuFuse && !L.gu.bias && c.hiddenAct === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
       else {
         await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
@@ -445,8 +450,12 @@ export class LlamaModel {
     const last = this.act('last', [R, D]);
     const lastN = this.act('lastN', [R, D]);
     await gatherRows(rec, x, this.view('logitRows', R), last);
-    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     const logits = this.act('logits', [R, c.vocabSize]);
+    if (gpuFusionApplies(R, D, this.ctx.variant, this.plan.matmul)) {
+      await matmul(rec, last, w.head, logits, { ...this.wtex(w.head), prenorm: { weight: w.norm, eps: c.rmsEps } });
+      return logits;
+    }
+    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
     return logits;
   }
