@@ -34,6 +34,7 @@ import { progressReporter } from './progress.ts';
 import type { LoadProgress } from '../core/progress.ts';
 import { parseHubId } from './hub/cache.ts';
 import { resolveModelArg } from './hub/resolve.ts';
+import { decodeSettingsFromEnv, gpuOptionsFromEnv } from './gpu_settings.ts';
 
 const USAGE = `usage:
   weft --version
@@ -80,7 +81,7 @@ async function generate(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
+  const ctx = await GpuContext.create(gpuOptionsFromEnv(values.backend));
   const loadStarted = performance.now();
   const report = progressReporter(process.stderr, { timestamps: false });
   // 'ready' is left out: the shaders of the first token still compile after the load.
@@ -89,6 +90,7 @@ async function generate(argv: string[]): Promise<number> {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
     onProgress: progress,
+    decode: decodeSettingsFromEnv(),
     ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}),
   });
   // One request: no warm-up (it would compile shapes this request never runs); the shaders it
@@ -133,9 +135,9 @@ async function generate(argv: string[]): Promise<number> {
 
 /** `generate --dry-run`: the memory plan of the model on this device (a refusal throws ModelTooLargeError). */
 async function dryRun(model: string | undefined, dtype: WeightDType, backend: string | undefined, json: boolean, gpuMemory: number | undefined): Promise<number> {
-  const ctx = await GpuContext.create(backend ? { backend } : {});
+  const ctx = await GpuContext.create(gpuOptionsFromEnv(backend));
   try {
-    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
+    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, decode: decodeSettingsFromEnv(), ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
     const c = r.cfg;
     if (json) {
       process.stdout.write(`${JSON.stringify({ device: ctx.gpu.info.name, architecture: c.architecture, format: r.format, dtype: r.dtype, kv_dtype: r.kvDtype, max_context: r.maxContext, plan: r.plan })}\n`);
@@ -151,7 +153,7 @@ async function dryRun(model: string | undefined, dtype: WeightDType, backend: st
 
 async function device(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { backend: { type: 'string' } } });
-  const ctx = await GpuContext.create(values.backend ? { backend: values.backend } : {});
+  const ctx = await GpuContext.create(gpuOptionsFromEnv(values.backend));
   process.stdout.write(`${JSON.stringify({ ...ctx.gpu.info, caps: ctx.gpu.caps, variant: ctx.variant }, null, 2)}\n`);
   ctx.destroy();
   return 0;

@@ -9,10 +9,14 @@
 //   VEC  = K % 4 == 0: x (and f32/f16 W) bound with vec4-sized elements; else guarded scalar loads.
 //   KIND = cpu:  no workgroup memory or barriers; each invocation owns MR rows × 8 columns
 //                (fast on SwiftShader / llvmpipe).
-//          gemv: (gpu, M <= 8) one workgroup of WG threads per 4 columns, K split across
-//                threads, two-level reduction in workgroup memory; MR >= M rows share W reads.
-//          tile: (gpu, M > 8) 32×32 output tile per 64-thread workgroup, K staged 8 at a time
-//                in workgroup memory, 4×4 outputs per thread.
+//          gemv: (gpu, M <= 16, no `subgroups`) one workgroup of WG threads per 4 columns, K split
+//                across threads, two-level reduction in workgroup memory; MR >= M rows share W reads.
+//          sgemv: (gpu, M <= 16, `subgroups`) each subgroup owns QPW/subgroups quads of W rows,
+//                K split over its lanes, subgroupAdd per row (_matmul_sgemv).
+//          tile: (gpu, M > 16, low limits) 32×32 output tile per 64-thread workgroup, K staged 8 at a
+//                time in workgroup memory, 4×4 outputs per thread.
+//          tile64: (gpu, M > 16) 64×64 output tile per 256-thread workgroup, K staged 16 at a time,
+//                4×4 outputs per thread (_matmul_tile64).
 //   QBLK = (cpu, quantized) loop over whole 32-element blocks: one scale per block and column.
 //   WTEX = (cpu, f32, VEC) W read from an rgba32float texture copy of the buffer holding it
 //          (decode_megakernel.ts weightTexture: vec4 i at texel (i % TW, i / TW)); on llvmpipe a
@@ -42,7 +46,8 @@
 //   hd, nH, nKv, kvBase4 (ROPE only) = head dim, q and kv heads, vec4 index of the layer's region
 //   in the KV textures.
 // Grids are 1-D folded into 2-D by grid1d(): linear workgroup id = wid.x + wid.y * 65535.
-// Parts: _matmul_fusions (NORM, ROPE, GATED helpers), _matmul_gpu (the gemv and tile kernels).
+// Parts: _matmul_fusions (NORM, ROPE, GATED helpers), _matmul_gpu (the gemv and tile kernels),
+// _matmul_sgemv (subgroup decode kernel), _matmul_tile64 (64×64 prefill tiles).
 #if WDT == f16n
 enable f16;
 #endif
@@ -462,3 +467,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
 
 #include _matmul_gpu
+#include _matmul_sgemv
+#include _matmul_tile64

@@ -35,7 +35,9 @@ export class GpuContext {
   }
 
   static async create(options?: GpuOptions): Promise<GpuContext> {
-    return new GpuContext(await createGpu(options));
+    const ctx = new GpuContext(await createGpu(options));
+    if (options?.variant) ctx.variant = options.variant;
+    return ctx;
   }
 
   get device(): GPUDevice {

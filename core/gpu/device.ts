@@ -27,6 +27,8 @@ export interface GpuOptions {
   /** Which backend to use; `auto` (default) picks the best available. */
   backend?: BackendName | string;
   powerPreference?: GPUPowerPreference;
+  /** Kernel family for the context (default: `cpu` on software adapters, `gpu` elsewhere; core/ops/variant.ts). */
+  variant?: 'cpu' | 'gpu';
 }
 
 export interface GpuInfo {
@@ -187,7 +189,7 @@ async function findAdapter(name: BackendName, pref?: GPUPowerPreference): Promis
 
 /** Opens a device on the chosen backend with the adapter's full limits. */
 export async function createGpu(options: GpuOptions = {}): Promise<Gpu> {
-  const requested = (options.backend ?? env()?.WEFT_GPU_BACKEND ?? 'auto') as string;
+  const requested = (options.backend ?? 'auto') as string;
   if (!(BACKENDS as readonly string[]).includes(requested)) {
     throw new UnknownBackendError(requested, BACKENDS);
   }

@@ -19,7 +19,8 @@ import { openSafetensorsModel, toFloat32, toHalves } from '../formats/safetensor
 import { ModelFormatError } from '../errors.ts';
 import type { ModelSource } from '../formats/source.ts';
 import type { GpuContext } from '../gpu/context.ts';
-import { megakernelEligibility, megakernelModeFromEnv, megakernelTuning, megakernelWeightsFromEnv } from '../ops/decode_megakernel.ts';
+import { megakernelEligibility } from '../ops/decode_megakernel.ts';
+import { resolveDecodePlan, type DecodePlan, type DecodeSettings } from './decode_plan.ts';
 import { kvBytesPerTokenLayer, type KvDtype } from '../ops/kv_write.ts';
 import { loadTokenizerFromSource } from '../tokenizer/tokenizer.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
@@ -93,6 +94,8 @@ export interface LoadOptions {
   warmUp?: boolean;
   /** Loading progress: weights uploaded, then (with warmUp) pipelines compiled, then 'ready'. */
   onProgress?: ProgressCallback;
+  /** Decode-path settings (megakernel, its weight source, decode attention): the decode plan's inputs (core/models/decode_plan.ts). */
+  decode?: DecodeSettings;
 }
 
 export interface LoadStats {
@@ -125,6 +128,8 @@ export interface LoadedModel {
   loadStats: LoadStats;
   /** The device memory plan the KV pool was sized by. */
   memoryPlan: MemoryPlan;
+  /** The decode plan the model runs (kernels per op, storage, megakernel). */
+  decodePlan: DecodePlan;
   destroy(): void;
 }
 
@@ -274,16 +279,18 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   const budget = await resolveBudget(ctx, opts.gpuMemoryBytes);
   const planFor = (weightBytes: number): MemoryPlan =>
     planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
+  // The decode plan, resolved once: kernels per op, storage, the megakernel's mode and tuning.
+  const plan = resolveDecodePlan(ctx.gpu, cfg, kvDtype, { ...opts.decode, variant: ctx.variant });
   // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
   // them whole; the generic path reads the same buffer through tensor offsets).
-  const tuning = megakernelTuning(ctx.gpu.info, megakernelWeightsFromEnv());
+  const tuning = plan.megakernel.tuning;
   // (A model past llvmpipe's loop budget is still packed: its generic path reads the texture copy.)
   const eligibility = (f32Weights: boolean): ReturnType<typeof megakernelEligibility> =>
     megakernelEligibility(
       ctx,
       cfg,
       {
-        mode: megakernelModeFromEnv(),
+        mode: plan.megakernel.mode,
         kvDtype,
         f32Weights,
         weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
@@ -312,7 +319,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
     pack || dtype === 'f32' || (ctx.gpu.info.isCpu && packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')) <= EMULATOR_F32_BYTES) ? 'f32' : 'f16';
   const estimate = estimateWeightBytes(cfg, weights, dtype, floatAs);
   const preflight = estimate !== null ? planFor(estimate) : null;
-  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, preflight, estimate };
+  return { blockSize, maxContext, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, preflight, estimate, plan };
 }
 
 /** What `weft generate --dry-run` prints: the plan for a model on this device, without loading its weights. */
@@ -340,7 +347,7 @@ export async function loadDecoderModel(ctx: GpuContext, ms: ModelSource, opts: L
   const host = new HostBytes();
   const { cfg, generation, tokenizer, weights, format, rawConfig, loadVision } = await openDecoder(ctx, ms, host);
   const o = { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
-  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
+  const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext, plan } = await prepareDecoder(ctx, o, opts);
   const t0 = Date.now();
   const progress = withProgress(weights, cfg.layers, startedAt, opts.onProgress);
   const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host });
@@ -362,7 +369,7 @@ export async function loadDecoderModel(ctx: GpuContext, ms: ModelSource, opts: L
     ...(opts.maxLogitRows ? { maxLogitRows: logitRows } : {}),
   };
   const loadStats: LoadStats = { peakHostBytes: host.peak, deviceWeightBytes: w.bytes, loadMs: Date.now() - t0 };
-  const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, opts.megakernelWaves === false ? { megakernelWaves: false } : {});
+  const model = new LlamaModel(ctx, cfg, w, geometry, kvDtype, { plan, ...(opts.megakernelWaves === false ? { megakernelWaves: false } : {}) });
   const vision = loadVision ? await loadVision(opts.dtype ?? 'auto') : undefined;
   const eosIds = [...new Set([...generation.eosTokenIds, ...cfg.eosTokenIds, ...tokenizer.eosIds])];
   return {
@@ -378,6 +385,7 @@ export async function loadDecoderModel(ctx: GpuContext, ms: ModelSource, opts: L
     rawConfig,
     loadStats,
     memoryPlan,
+    decodePlan: plan,
     ...(vision ? { vision } : {}),
     destroy() {
       vision?.destroy();

@@ -32,7 +32,7 @@
  * one storage binding. On llvmpipe each step must also stay within the driver's
  * per-invocation loop budget (core/ops/loop_budget.ts; LlamaModel checks the
  * model at one sequence and position 0, then every step by its rows and latest
- * position). Mode WEFT_DECODE_MEGAKERNEL:
+ * position). Mode (DecodeSettings.decodeMegakernel; the server's WEFT_DECODE_MEGAKERNEL):
  * `auto` (default: on for the `cpu` kernel variant, i.e. software adapters,
  * and packed weights ≤ megakernelWeightCap: 64 MiB from a buffer, one weight
  * texture from a texture), `on` (any adapter,
@@ -44,7 +44,6 @@ import { isLlvmpipe, isSwiftShader, type GpuInfo } from '../gpu/device.ts';
 import { copyRowsToTexture, type Recorder, type TextureBinding } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
-import { WeftError } from '../errors.ts';
 import { checkKvTextureFormat, kvRowWords, type KvDtype } from './kv_write.ts';
 import { LLVMPIPE_LOOP_PLAN, megakernelBudgetProblem } from './loop_budget.ts';
 
@@ -101,7 +100,7 @@ export interface MegakernelTuning {
 export const MEGAKERNEL_WAVE_CHUNK_TOKENS = 64;
 export const MEGAKERNEL_LLVMPIPE_WAVE_CHUNK_TOKENS = 256;
 
-/** The megakernel shape for this adapter; `weights` overrides the weight source (WEFT_MEGAKERNEL_WEIGHTS). */
+/** The megakernel shape for this adapter; `weights` overrides the weight source (DecodeSettings.megakernelWeights). */
 export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights: MegakernelWeightSource | 'auto' = 'auto'): MegakernelTuning {
   const llvmpipe = isLlvmpipe(info);
   const software = llvmpipe || isSwiftShader(info);
@@ -120,13 +119,6 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
   };
 }
 
-/** The weight source from WEFT_MEGAKERNEL_WEIGHTS (default auto); an unknown value is an error. */
-export function megakernelWeightsFromEnv(): MegakernelWeightSource | 'auto' {
-  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEFT_MEGAKERNEL_WEIGHTS;
-  if (v === undefined || v === '') return 'auto';
-  if ((MEGAKERNEL_WEIGHT_SOURCES as readonly string[]).includes(v)) return v as MegakernelWeightSource | 'auto';
-  throw new WeftError('invalid_config', `WEFT_MEGAKERNEL_WEIGHTS must be one of ${MEGAKERNEL_WEIGHT_SOURCES.join(', ')} (got "${v}")`);
-}
 /**
  * `auto` with the weights read from the storage buffer packs (and runs the megakernel for)
  * only models whose f32 weights fit this: one workgroup (one core) streams every weight per
@@ -155,13 +147,6 @@ export const MEGAKERNEL_AUTO_MAX_SEQS = 2;
 /** Alignment of every packed tensor and of the per-layer KV regions (WebGPU's largest minStorageBufferOffsetAlignment). */
 export const PACK_ALIGN_BYTES = 256;
 
-/** The mode from WEFT_DECODE_MEGAKERNEL (default auto); an unknown value is an error, not a silent default. */
-export function megakernelModeFromEnv(): MegakernelMode {
-  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEFT_DECODE_MEGAKERNEL;
-  if (v === undefined || v === '') return 'auto';
-  if ((MEGAKERNEL_MODES as readonly string[]).includes(v)) return v as MegakernelMode;
-  throw new WeftError('invalid_config', `WEFT_DECODE_MEGAKERNEL must be one of ${MEGAKERNEL_MODES.join(', ')} (got "${v}")`);
-}
 
 /**
  * Token rows (sequences) per workgroup for a step of S sequences: each loaded
@@ -220,7 +205,7 @@ export interface MegakernelSupportInput {
  * decode steps on this context, else the reason it does not.
  */
 export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg: DecoderConfig, o: MegakernelSupportInput): string | null {
-  if (o.mode === 'off') return 'WEFT_DECODE_MEGAKERNEL=off';
+  if (o.mode === 'off') return 'decode megakernel off (configured)';
   if (o.mode === 'auto' && ctx.variant !== 'cpu') return 'auto: only on software adapters (kernel variant cpu); one workgroup per sequence would underuse a real GPU';
   // The size bound first: a model over it is not packed, and "not f32" would misstate why.
   const cap = megakernelWeightCap(ctx.gpu.limits, o.weightSource);

@@ -4,8 +4,9 @@
  * Shapes: x [..., K] f32 (M = product of leading dims), W [N, K] f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k
  * (K-quants: the file's 256-element super-blocks, K % 256 == 0, decoded in registers; quant_k.ts)
  * (layouts in core/gpu/tensor.ts), bias [N] f32, y [..., N] f32. y must not alias x or W.
- * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: gemv reduction for M <= 8,
- * shared-memory tiles above). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
+ * Kernel: shaders/matmul.wgsl (cpu: register-blocked; gpu: for M <= 16 a matrix-vector kernel
+ * reducing over subgroups (sgemv) or workgroup memory (gemv), above it 64x64 or 32x32
+ * shared-memory tiles; MatmulOptions.kernels, else kernel_select.ts from the adapter). Reference: matmul.ref.ts. The cpu kernel can read f32 W from a
  * weight texture instead (MatmulOptions.wTexture; llvmpipe's storage loads are slow).
  */
 import type { GpuContext } from '../gpu/context.ts';
@@ -18,6 +19,7 @@ import type { KvTexture } from './kv_write.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 import { isKQuant, QK_K, type KQuantDType } from './quant_k.ts';
+import { contextMatmulKernels, type MatmulKernels } from './kernel_select.ts';
 
 export interface LinearWeight {
   /** [N, K] dtype f32 | f16 | q8_0 | q4_0. */
@@ -28,6 +30,8 @@ export interface LinearWeight {
 
 export interface MatmulOptions {
   variant?: Variant;
+  /** gpu variant: the decode and prefill kernels (the decode plan's choice; default: from the adapter, kernel_select.ts). */
+  kernels?: MatmulKernels;
   /** y += x·Wᵀ (+bias) instead of y = ... : lets the residual add fuse into the output projection */
   accumulate?: boolean;
   /**
@@ -56,6 +60,13 @@ export interface MatmulOptions {
    * activation. No bias, no accumulation.
    */
   gated?: boolean;
+  /**
+   * The input RMSNorm as the prologue of the gpu decode kernel (sgemv: gpu variant, M <= 16,
+   * K % 4 == 0; see gpuFusionApplies): x is the residual stream [M, K] and y = (x * rsqrt(mean(x²)
+   * + eps) * weight) · Wᵀ, as rmsNorm into a buffer then matmul (within f32 rounding). Combines
+   * with `gated`.
+   */
+  prenorm?: { weight: Tensor; eps: number };
   /**
    * rope_kv_write as the epilogue (texture weights only): W is the fused qkv projection and y
    * the qkv rows [M, (nH + 2 nKv) hd]; q heads are rotated into y, k heads rotated and v heads
@@ -104,6 +115,15 @@ const texLayout = uniformLayout([
   ['kvBase4', 'u32'], // ROPE: vec4 index of the layer's region in the KV textures
 ] as const);
 
+/** The sgemv kernel's layout with fusions: `layout` plus the prenorm epsilon. */
+const gpuFuseLayout = uniformLayout([
+  ['M', 'u32'],
+  ['N', 'u32'], // GATED: output columns (W has 2N rows)
+  ['K', 'u32'],
+  ['flags', 'u32'],
+  ['eps', 'f32'], // PRENORM: RMSNorm epsilon
+] as const);
+
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
 const CPU_WG = 16;
 /**
@@ -127,8 +147,14 @@ const CPU_WG = 16;
 export const TEX_OCTETS = 4;
 /** Workgroup size of the gpu gemv variant (threads splitting K for 4 columns). */
 const GEMV_WG = 64;
-/** Largest M handled by the gpu gemv kernel (one pass over W); above it, tiles. */
-const GEMV_MAX_M = 8;
+/** Largest M handled by the gpu matrix-vector kernels (one pass over W); above it, tiles. */
+export const MATMUL_DECODE_MAX_M = 16;
+/** Workgroup size of the sgemv kernel (a multiple of every subgroup size up to 128). */
+const SGEMV_WG = 128;
+/** Quads of W rows (4 columns) per sgemv workgroup: 2 per subgroup of 32. */
+const SGEMV_QPW = 8;
+/** The gpu kernels when none are given and no adapter is at hand (pure callers of matmulPlan). */
+const BASELINE_KERNELS: MatmulKernels = { decode: 'gemv', prefill: 'tile' };
 
 /** A zero f32 buffer bound as `bias` when there is none (auto layouts need every binding). */
 const dummies = new WeakMap<GpuContext, Tensor>();
@@ -146,9 +172,11 @@ function cpuRows(M: number): number {
 /** Weight format as the shader sees it: f16n = native f16 loads (device has shader-f16). */
 export type MatmulWdt = 'f32' | 'f16' | 'f16n' | 'q8_0' | 'q4_0' | KQuantDType;
 
-/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope). */
+/** Fusions of the texture-weight kernel (MatmulOptions.norm / gated / rope) and of sgemv (prenorm / gated). */
 export interface MatmulFusion {
   norm?: boolean;
+  /** sgemv: MatmulOptions.prenorm. */
+  prenorm?: boolean;
   gated?: boolean;
   /** With rope: the number of rotation-pair quads, (nH + 2 nKv) · hd / 8. */
   ropePairs?: number;
@@ -164,11 +192,14 @@ export function matmulPlan(
   tex = false,
   xtex = false,
   fuse: MatmulFusion = {},
+  kernels: MatmulKernels = BASELINE_KERNELS,
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
-  if ((fuse.norm || fuse.gated || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm, gated output and rope need texture weights');
-  let kind: 'cpu' | 'gemv' | 'tile';
+  const gpuFused = !tex && (!!fuse.prenorm || !!fuse.gated);
+  if (gpuFused && !gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmulPlan: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0)');
+  if ((fuse.norm || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm and rope need texture weights');
+  let kind: 'cpu' | 'gemv' | 'sgemv' | 'tile' | 'tile64';
   let MR: number;
   let WG: number;
   let NO = 1; // column octets per invocation (cpu)
@@ -182,21 +213,46 @@ export function matmulPlan(
     // (rope: 4 rotation-pair quads, i.e. 32 qkv columns, per invocation.)
     const colGroups = fuse.ropePairs ? ceilDiv(fuse.ropePairs, 4) : ceilDiv(N, (fuse.gated ? 4 : 8) * NO);
     groups = ceilDiv(colGroups * ceilDiv(M, MR), WG);
-  } else if (M <= GEMV_MAX_M) {
-    kind = 'gemv';
-    MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
-    WG = GEMV_WG;
-    groups = ceilDiv(N, 4);
+  } else if (M <= MATMUL_DECODE_MAX_M) {
+    kind = kernels.decode;
+    MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;
+    WG = kind === 'sgemv' ? SGEMV_WG : GEMV_WG;
+    groups = kind === 'sgemv' ? ceilDiv(N, 4 * SGEMV_QPW) : ceilDiv(N, 4);
+  } else if (kernels.prefill === 'tile64') {
+    kind = 'tile64';
+    MR = 4;
+    WG = 256;
+    groups = ceilDiv(M, 64) * ceilDiv(N, 64);
   } else {
     kind = 'tile';
     MR = 4;
     WG = 64;
     groups = ceilDiv(M, 32) * ceilDiv(N, 32);
   }
-  const defines = { WDT: wdt, VEC: K % 4 === 0, KIND: kind, MR, WG, QBLK: kind === 'cpu' && quant, NO, ...(isKQuant(wdt) ? { KQ: wdt } : {}) };
+  const defines = {
+    WDT: wdt,
+    VEC: K % 4 === 0,
+    KIND: kind,
+    MR,
+    WG,
+    QBLK: kind === 'cpu' && quant,
+    NO,
+    ...(kind === 'sgemv' ? { QPW: SGEMV_QPW } : {}),
+    ...(isKQuant(wdt) ? { KQ: wdt } : {}),
+  };
+  if (gpuFused) {
+    // The norm weight binds after y (bindings: x, W, [scales], bias, y, wn).
+    const fusedDefines = { ...defines, PRENORM: !!fuse.prenorm, GATED: !!fuse.gated, PN_BIND: quant ? 6 : 5 };
+    return { key: { shader: 'matmul', defines: fusedDefines, layout: gpuFuseLayout }, groups };
+  }
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
   const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
   return { key: { shader: 'matmul', defines: texDefines, layout: texLayout }, groups };
+}
+
+/** Whether MatmulOptions.prenorm / gated can run on the gpu decode kernel for this call (sgemv, M <= 16, K % 4 == 0). */
+export function gpuFusionApplies(M: number, K: number, variant: Variant, kernels: MatmulKernels): boolean {
+  return variant === 'gpu' && kernels.decode === 'sgemv' && M <= MATMUL_DECODE_MAX_M && K % 4 === 0;
 }
 
 /** Whether MatmulOptions.wTexture is used for this call (else W is read from its buffer). */
@@ -256,6 +312,20 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     const why = ropeFusionProblem(rp, N, K);
     if (why || opts.gated || opts.accumulate) throw new Error(`matmul: cannot fuse rope: ${why ?? 'not with a gated or accumulated output'}`);
   }
+  const kernels = opts.kernels ?? contextMatmulKernels(ctx);
+  const pn = opts.prenorm;
+  const texPath = !!wt && texWeightsApply(wdt, K, variant);
+  if (pn || (opts.gated && !texPath)) {
+    if (texPath || opts.norm || rp) throw new Error('matmul: prenorm is the gpu decode kernel\'s fusion; it does not combine with texture weights, norm or rope');
+    if (!gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmul: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+    if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
+    const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, { prenorm: !!pn, gated: !!opts.gated }, kernels);
+    const kernel = await ctx.pipelines.get(key);
+    const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (NW * K * 4) / QK }] : [];
+    const wnBind = pn ? pn.weight : dummyBias(ctx);
+    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
+    return;
+  }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
   if (wt && texWeightsApply(wdt, K, variant)) {
     const { width, height } = wt.binding.texture;
@@ -283,7 +353,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
-  const { key, groups } = matmulPlan(wdt, M, N, K, variant);
+  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, {}, kernels);
   const kernel = await ctx.pipelines.get(key);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
   rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));

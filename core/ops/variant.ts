@@ -5,7 +5,8 @@
  *   several times faster on CPU emulation (SwiftShader, llvmpipe).
  * `gpu`: workgroup-tiled kernels with shared-memory reductions, for real GPUs.
  *
- * WEFT_KERNEL_VARIANT overrides the choice (tests run both where possible).
+ * The choice can be set per context (GpuOptions.variant: the server's WEFT_KERNEL_VARIANT,
+ * server/gpu_settings.ts); tests run both where possible. Core reads no environment.
  */
 import type { GpuContext } from '../gpu/context.ts';
 
@@ -13,7 +14,5 @@ export type Variant = 'cpu' | 'gpu';
 export const VARIANTS: readonly Variant[] = ['cpu', 'gpu'];
 
 export function defaultVariant(ctx: Pick<GpuContext, 'gpu'>): Variant {
-  const forced = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.WEFT_KERNEL_VARIANT;
-  if (forced === 'cpu' || forced === 'gpu') return forced;
   return ctx.gpu.info.isCpu ? 'cpu' : 'gpu';
 }

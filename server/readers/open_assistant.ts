@@ -14,6 +14,7 @@ import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts'
 import { openModelPath } from '../fs_source.ts';
 import { createLogger } from '../log.ts';
 import type { ReaderSpec } from './spec.ts';
+import { decodeSettingsFromEnv } from '../gpu_settings.ts';
 
 /** Logit rows the target needs per step to verify `spec`'s draft tokens (undefined: no draft configured). */
 export function verificationRows(spec: ReaderSpec, maxSeqs: number): number | undefined {
@@ -31,6 +32,7 @@ export async function attachAssistant(ctx: GpuContext, target: LoadedDecoder, sp
       maxTokensPerStep: target.geometry.maxTokens,
       maxContext: target.engine.opts.scheduler.maxContext,
       prefixCaching: false,
+      decode: decodeSettingsFromEnv(),
       ...(spec.dtype ? { dtype: spec.dtype } : {}),
     });
     const why = draftIncompatibility({ vocabSize: target.cfg.vocabSize, tokenizer: target.tokenizer }, { vocabSize: draft.cfg.vocabSize, tokenizer: draft.tokenizer });

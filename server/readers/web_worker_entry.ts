@@ -16,6 +16,7 @@ import type { AnyReaderApi } from '../../core/engine/reader_api.ts';
 import { serveReader, type Endpoint, type Msg } from '../../core/engine/protocol.ts';
 import { createLogger } from '../log.ts';
 import { openReader, type ReaderInit } from './open_reader.ts';
+import { gpuOptionsFromEnv } from '../gpu_settings.ts';
 
 interface WorkerScope {
   postMessage(m: unknown): void;
@@ -32,7 +33,7 @@ const endpoint: Endpoint = {
 const FALLBACK = ['native', 'swiftshader', 'opengles'] as const;
 
 async function open(init: ReaderInit): Promise<AnyReaderApi> {
-  const named = (init.spec.backend && init.spec.backend !== 'auto') || process.env.WEFT_GPU_BACKEND;
+  const named = (init.spec.backend && init.spec.backend !== 'auto') || gpuOptionsFromEnv().backend;
   if (named) return openReader(init);
   const log = createLogger({ timestamps: !/^(1|true|yes|on)$/i.test(process.env.WEFT_LOG_DISABLE_TIMESTAMPS ?? ''), color: false });
   let first: unknown;

@@ -2,12 +2,11 @@
  * Per-adapter choices of the decode megakernel (core/ops/decode_megakernel.ts megakernelTuning):
  * llvmpipe gets texture weights, KV and scratch; both CPU emulators get 8-invocation
  * workgroups of 8 columns per invocation and no batch cap; hardware adapters keep buffers,
- * 32 invocations of 16 columns and the 2-sequence auto cap; WEFT_MEGAKERNEL_WEIGHTS overrides the weight source and rejects
+ * 32 invocations of 16 columns and the 2-sequence auto cap; the weight-source override (WEFT_MEGAKERNEL_WEIGHTS) is read by the server (test/server/gpu_settings.test.ts) and rejects
  * unknown values with invalid_config. `auto`'s size bound follows the weight source: 64 MiB
  * from a storage buffer, one weight texture (2,048 texels x the 2D limit) from a texture.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { WeftError } from '../../core/errors.ts';
+import { describe, expect, it } from 'vitest';
 import { isLlvmpipe, isSwiftShader } from '../../core/gpu/device.ts';
 import {
   MEGAKERNEL_AUTO_MAX_SEQS,
@@ -20,7 +19,6 @@ import {
   megakernelSmem,
   megakernelTuning,
   megakernelWeightCap,
-  megakernelWeightsFromEnv,
 } from '../../core/ops/decode_megakernel.ts';
 
 const LLVMPIPE = { name: 'OpenGL version OpenGL ES 3.2 Mesa 22.3.6', device: 'llvmpipe-llvm-15-0-6-256-bits-' };
@@ -28,12 +26,6 @@ const SWIFTSHADER = { name: 'SwiftShader driver 5.0.0', device: 'SwiftShader Dev
 const HARDWARE = { name: 'NVIDIA GeForce RTX 4090', device: '' };
 
 describe('megakernelTuning', () => {
-  const saved = process.env.WEFT_MEGAKERNEL_WEIGHTS;
-  afterEach(() => {
-    if (saved === undefined) delete process.env.WEFT_MEGAKERNEL_WEIGHTS;
-    else process.env.WEFT_MEGAKERNEL_WEIGHTS = saved;
-  });
-
   it('recognises llvmpipe by its device or name string only', () => {
     expect(isLlvmpipe(LLVMPIPE)).toBe(true);
     expect(isLlvmpipe({ name: 'llvmpipe (LLVM 15.0.6, 256 bits)', device: '' })).toBe(true);
@@ -88,22 +80,5 @@ describe('megakernelTuning', () => {
     expect(megakernelWeightCap({ maxTextureDimension2D: 16384 }, 'buffer')).toBe(64 * 2 ** 20);
     expect(megakernelWeightCap({ maxTextureDimension2D: 16384 }, 'texture')).toBe(512 * 2 ** 20);
     expect(megakernelWeightCap({ maxTextureDimension2D: 8192 }, 'texture')).toBe(256 * 2 ** 20);
-  });
-
-  it('reads WEFT_MEGAKERNEL_WEIGHTS and refuses unknown values', () => {
-    delete process.env.WEFT_MEGAKERNEL_WEIGHTS;
-    expect(megakernelWeightsFromEnv()).toBe('auto');
-    process.env.WEFT_MEGAKERNEL_WEIGHTS = 'texture';
-    expect(megakernelWeightsFromEnv()).toBe('texture');
-    process.env.WEFT_MEGAKERNEL_WEIGHTS = 'textures';
-    let err: unknown;
-    try {
-      megakernelWeightsFromEnv();
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(WeftError);
-    expect((err as WeftError).code).toBe('invalid_config');
-    expect((err as Error).message).toMatch(/auto, buffer, texture/);
   });
 });

@@ -25,6 +25,9 @@ const IDS = [1, 17, 99, 300, 5];
 /** Host bytes the loader may hold beyond the largest shard (fused q/k/v and gate/up copies). */
 const HOST_MARGIN = 1 << 20;
 
+// The decode megakernel (f32 only) would otherwise take this small model on the emulators.
+const OFF = { decodeMegakernel: 'off' } as const;
+
 let root: string;
 const raw = smallLlamaConfig(4);
 const cfg = parseDecoderConfig(raw);
@@ -32,8 +35,6 @@ const tensors = randomLlamaTensors(raw);
 let shardSizes: number[] = [];
 
 beforeAll(() => {
-  // The decode megakernel (f32 only) would otherwise take this small model on the emulators.
-  process.env.WEFT_DECODE_MEGAKERNEL = 'off';
   root = mkdtempSync(join(tmpdir(), 'weft-realsize-'));
   mkdirSync(join(root, 'bf16'));
   shardSizes = writeShardedBf16(join(root, 'bf16'), raw, tensors, 4);
@@ -42,7 +43,6 @@ beforeAll(() => {
   );
 });
 afterAll(() => {
-  delete process.env.WEFT_DECODE_MEGAKERNEL;
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -51,7 +51,7 @@ describe.each(TEST_BACKENDS)('real-layout checkpoints on %s', (backend) => {
     const ctx = await gpuFor(backend);
     // dtype f16: what `auto` picks for such a checkpoint on a GPU (on CPU emulation `auto` keeps
     // models of at most 256 MiB of f32 in f32 for the emulator paths; the slow group checks auto).
-    const d = await loadDecoder(ctx, dirSource(join(root, 'bf16')), { maxSeqs: 8, maxContext: 64, dtype: 'f16' });
+    const d = await loadDecoder(ctx, dirSource(join(root, 'bf16')), { maxSeqs: 8, maxContext: 64, dtype: 'f16', decode: OFF });
     try {
       expect(d.weights.layers[0]!.qkv.w.dtype).toBe('f16');
       expect(d.weights.head.w.dtype).toBe('f16');
@@ -76,7 +76,7 @@ describe.each(TEST_BACKENDS)('real-layout checkpoints on %s', (backend) => {
   it('GGUF with Q4_K / Q5_K / Q6_K tensors: blocks kept on the device, logits match the dequantized reference', async () => {
     const ctx = await gpuFor(backend);
     const ms = await openModelPath(join(root, 'mixed.gguf'));
-    const d = await loadDecoder(ctx, ms, { maxSeqs: 8, maxContext: 64 });
+    const d = await loadDecoder(ctx, ms, { maxSeqs: 8, maxContext: 64, decode: OFF });
     try {
       const L = d.weights.layers;
       expect(L[0]!.qkv.w.dtype).toBe('q4_k');

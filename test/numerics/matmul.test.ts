@@ -2,8 +2,10 @@
  * matmul (shaders/matmul.wgsl) against matmulRef on the dequantized weight, for every weight
  * dtype, backend and variant: awkward M/N/K (1, odd, K % 4 != 0 for f32/f16), bias and
  * accumulate; quantization error is excluded by comparing with the dequantized weight.
- * Shapes are chosen so each kernel path (cpu MR 1..4, gemv MR 1..8, tile; vec4 and scalar K)
- * is hit while keeping distinct pipelines few: SwiftShader compiles each for ~0.5 s.
+ * Shapes are chosen so each kernel path (cpu MR 1..4, decode kernel MR 1..8, prefill tile; vec4
+ * and scalar K) is hit while keeping distinct pipelines few: SwiftShader compiles each for ~0.5 s.
+ * The gpu variant runs the adapter's kernels (kernel_select.ts: sgemv where the backend has
+ * subgroups, else gemv; tile64); matmul_gpu_kernels.test.ts forces each one.
  */
 import { describe, expect, it } from 'vitest';
 import { renderSource, type Kernel } from '../../core/gpu/pipelines.ts';
@@ -16,7 +18,7 @@ import { assertClose, BACKEND_VARIANTS, gpuFor, randn, TOL_F32 } from '../helper
 
 type Shape = [number, number, number]; // M, K, N
 
-// [M, K, N]. cpu MR = 1, 2, 3, 3, 4 and gpu kernel = gemv 1, 2, 4, 8 rows, tile for M = 1, 2, 3, 5, 17.
+// [M, K, N]. cpu MR = 1, 2, 3, 3, 4 and gpu decode kernel 1, 2, 4, 8 rows, prefill tile for M = 1, 2, 3, 5, 17.
 const F32_SHAPES: Shape[] = [
   [1, 1, 1],
   [1, 7, 3],

@@ -25,16 +25,17 @@ import type { Recorder, TextureBinding } from '../../gpu/recorder.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
+import { attentionPrefill } from '../../ops/attention_prefill.ts';
+import { attentionSplitK } from '../../ops/attention_splitk.ts';
+import { resolveDecodePlan, type DecodePlan } from '../decode_plan.ts';
 import {
   decodeMegakernel,
   megakernelEligibility,
   megakernelGC,
-  megakernelModeFromEnv,
   megakernelRows,
   megakernelScratchFloats,
   megakernelTuning,
   megakernelWeights,
-  megakernelWeightsFromEnv,
   stagingTexture,
   weightTexture,
   type MegakernelTuning,
@@ -47,7 +48,7 @@ import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
-import { fusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
+import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -62,9 +63,11 @@ const STORAGE = 0x80 | 0x08 | 0x04;
 export interface LlamaModelOptions {
   /** KV-cache storage with the megakernel and f32 KV (default: the adapter's tuning, texture on llvmpipe). */
   kvStorage?: 'buffer' | 'texture';
-  /** Megakernel weight source (default: WEFT_MEGAKERNEL_WEIGHTS, else auto = texture on llvmpipe). */
+  /** The decode plan (load.ts resolves it); without one, resolved here from the adapter and the two settings below. */
+  plan?: DecodePlan;
+  /** Without a plan: megakernel weight source (default auto = texture on llvmpipe). */
   megakernelWeights?: MegakernelWeightSource | 'auto';
-  /** Decode megakernel mode (default: WEFT_DECODE_MEGAKERNEL, else auto); see core/ops/decode_megakernel.ts. */
+  /** Without a plan: decode megakernel mode (default auto); see core/ops/decode_megakernel.ts. */
   decodeMegakernel?: MegakernelMode;
   /** Steps with prompt chunks or verify rows through the megakernel in waves (default true; false: decode steps only). */
   megakernelWaves?: boolean;
@@ -126,6 +129,8 @@ export class LlamaModel {
   } | null;
   /** Why the megakernel is not used for this model (null when it is). */
   readonly megakernelOff: string | null;
+  /** The decode plan this model runs (kernel per op, storage, megakernel mode). */
+  readonly plan: DecodePlan;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
   readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
 
@@ -190,8 +195,15 @@ export class LlamaModel {
     // same per-layer tensors through their offsets.
     const kvLayerBytes = Math.ceil((slots * c.kvHeads * row * 4) / PACK_ALIGN_BYTES) * PACK_ALIGN_BYTES;
     const mw = weights.packed ? megakernelWeights(weights) : 'weights are not packed into one f32 buffer';
-    const mode = opts.decodeMegakernel ?? megakernelModeFromEnv();
-    let tuning = megakernelTuning(ctx.gpu.info, opts.megakernelWeights ?? megakernelWeightsFromEnv());
+    this.plan =
+      opts.plan ??
+      resolveDecodePlan(ctx.gpu, cfg, kvDtype, {
+        variant: ctx.variant,
+        ...(opts.decodeMegakernel ? { decodeMegakernel: opts.decodeMegakernel } : {}),
+        ...(opts.megakernelWeights ? { megakernelWeights: opts.megakernelWeights } : {}),
+      });
+    const mode = this.plan.megakernel.mode;
+    let tuning: MegakernelTuning = this.plan.megakernel.tuning;
     const eligibility = megakernelEligibility(
       ctx,
       c,
@@ -259,10 +271,11 @@ export class LlamaModel {
    * llvmpipe; matmul ignores it where it does not apply). W's vec4 offset in the packed buffer.
    */
   private wtex(w: { w: Tensor }): MatmulOptions {
+    const kernels = this.plan.matmul;
     const t = this.mega?.texture;
-    if (!t || w.w.buffer !== this.mega!.weights.buffer) return {};
+    if (!t || w.w.buffer !== this.mega!.weights.buffer) return { kernels };
     const xs = this.mega!.xStage;
-    return { wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
+    return { kernels, wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
   }
 
   /**
@@ -377,6 +390,9 @@ export class LlamaModel {
       const E = s.embedAt.length; // image features over the placeholder tokens' embeddings
       await scatterRows(rec, { buffer: rec.upload(s.embedRows!).buffer, offset: 0, shape: [E, D], dtype: 'f32' }, { buffer: rec.upload(s.embedAt).buffer, offset: 0, shape: [E], dtype: 'u32' }, x);
     }
+    // Decode-sized steps on the sgemv kernel: the input norms fuse into the matmuls that read
+    // them and the SiLU gate into the gate/up matmul (no h or gu round trip, 2 fewer dispatches).
+    const gpuFuse = gpuFusionApplies(T, c.hiddenSize, this.ctx.variant, this.plan.matmul);
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them, rope
@@ -385,6 +401,7 @@ export class LlamaModel {
       const inNorm = this.normTex(L.inNorm, L.qkv);
       const rope = inNorm && !(L.qNorm && L.kNorm) ? this.ropeTex(rec, l, positions, slots) : null;
       if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm, ...(rope ? { rope } : {}) });
+      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), prenorm: { weight: L.inNorm, eps: c.rmsEps } });
       else {
         await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
@@ -398,16 +415,30 @@ export class LlamaModel {
           ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
         });
       }
-      await attention(rec, qkv, this.cacheK[l]!, this.cacheV[l]!, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, {
+      const attOpts = {
         ...heads,
         blockSize: this.geo.blockSize,
         maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
         maxPosition: latest,
         ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
-      });
+      };
+      const ck = this.cacheK[l]!;
+      const cv = this.cacheV[l]!;
+      // Decode-only steps (one token per sequence) split the context across workgroups
+      // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
+      const buffers = !isKvTexture(ck) && !isKvTexture(cv);
+      if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && buffers) {
+        await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32' });
+      } else if (this.plan.attention.prefill === 'tiled' && T > s.numSeqs && buffers) {
+        // Prompt chunks: queries in tiles of one sequence share each staged K/V tile.
+        await attentionPrefill(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32', tokenSeqHost: s.tokenSeq });
+      } else {
+        await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
+      }
       await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       const postNorm = this.normTex(L.postNorm, L.gu, true);
       if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
+      else if (gpuFuse && !L.gu.bias && c.hiddenAct === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
       else {
         await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
@@ -419,8 +450,12 @@ export class LlamaModel {
     const last = this.act('last', [R, D]);
     const lastN = this.act('lastN', [R, D]);
     await gatherRows(rec, x, this.view('logitRows', R), last);
-    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     const logits = this.act('logits', [R, c.vocabSize]);
+    if (gpuFusionApplies(R, D, this.ctx.variant, this.plan.matmul)) {
+      await matmul(rec, last, w.head, logits, { ...this.wtex(w.head), prenorm: { weight: w.norm, eps: c.rmsEps } });
+      return logits;
+    }
+    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
     return logits;
   }

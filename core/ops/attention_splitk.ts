@@ -1,0 +1,120 @@
+/**
+ * Flash-decoding attention (split-K over the context): the same causal, paged, ragged GQA
+ * attention as attention.ts, computed in two dispatches: `partial` splits each token's
+ * context into ranges of `splitKeys` positions and runs one 64-thread workgroup per (token,
+ * query head, split) — online softmax over 64-key tiles — writing the split's unnormalised
+ * accumulator and (max, sum); `combine` rescales the splits by exp(m_s - max) and
+ * normalises. A decode step of a few sequences becomes tokens x heads x splits workgroups
+ * instead of tokens x heads, so long contexts fill a GPU. Shapes as attention.ts:
+ * qkv [tokens, rowStride] (q heads at column 0), caches [numSlots, kvHeads, headDim]
+ * f32, or f16 (halves, two per u32 word: the same bytes a native f16 array has), out
+ * [tokens, qHeads * headDim] f32; headDim % 4 == 0 and <= 256, rowStride % 4 == 0.
+ * f16 caches are read natively where the adapter has `shader-f16` (KV = f16n), else through
+ * unpack2x16float (KV = f16): identical values. Kernel: shaders/attention_splitk.wgsl;
+ * reference: attention_splitk.ref.ts (the two phases in float64) and attention.ref.ts.
+ */
+import type { Recorder } from '../gpu/recorder.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { uniformLayout } from '../gpu/uniforms.ts';
+import type { AttentionOptions } from './attention.ts';
+import { ceilDiv, grid1d } from './grid.ts';
+
+export type SplitKvDtype = 'f32' | 'f16';
+
+export interface SplitAttentionOptions extends Pick<AttentionOptions, 'tokens' | 'qHeads' | 'kvHeads' | 'headDim' | 'rowStride' | 'blockSize' | 'maxBlocksPerSeq' | 'scale' | 'softcap' | 'window'> {
+  /** Cache element type (default f32). */
+  kvDtype?: SplitKvDtype;
+  /** Latest position of any token of the step (default: the block tables' capacity): sizes the splits. */
+  maxPosition?: number;
+  /** Positions per split (a multiple of 64); default splitKeysFor(). For tests and tools. */
+  splitKeys?: number;
+  /** Read f16 caches as native f16 (default: the adapter has shader-f16). */
+  nativeF16?: boolean;
+}
+
+const layout = uniformLayout([
+  ['tokens', 'u32'],
+  ['qHeads', 'u32'],
+  ['kvHeads', 'u32'],
+  ['group', 'u32'], // qHeads / kvHeads
+  ['hd4', 'u32'], // headDim / 4
+  ['rowStride4', 'u32'], // qkv row stride in vec4s
+  ['blockSize', 'u32'], // slots per block
+  ['maxBlocks', 'u32'], // blockTables columns
+  ['window', 'u32'], // positions; 0 = unlimited
+  ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
+  ['softcap', 'f32'],
+  ['splitKeys', 'u32'], // positions per split
+  ['splits', 'u32'], // splits per (token, head)
+] as const);
+
+/** Keys per tile of the partial phase (its workgroup size). */
+const TILE = 64;
+/** Fewest positions per split: 4 tiles, so a split's fixed cost (q load, partial store) stays small. */
+export const MIN_SPLIT_KEYS = 256;
+/** Workgroups the partial phase aims for: enough to fill a large GPU (132 SMs x ~16 resident). */
+export const SPLIT_TARGET_WORKGROUPS = 2048;
+
+/**
+ * Positions per split for a step of `tokens` x `qHeads` over contexts of up to `span` positions:
+ * at least MIN_SPLIT_KEYS, and no more splits than keep the partial phase near
+ * SPLIT_TARGET_WORKGROUPS (so the partials buffer stays small at large batch). Multiple of 64.
+ */
+export function splitKeysFor(span: number, tokens: number, qHeads: number): number {
+  const maxSplits = Math.max(1, Math.floor(SPLIT_TARGET_WORKGROUPS / Math.max(1, tokens * qHeads)));
+  const splits = Math.max(1, Math.min(ceilDiv(span, MIN_SPLIT_KEYS), maxSplits));
+  return ceilDiv(ceilDiv(span, splits), TILE) * TILE;
+}
+
+export async function attentionSplitK(
+  rec: Recorder,
+  qkv: Tensor,
+  cacheK: Tensor,
+  cacheV: Tensor,
+  positions: Tensor,
+  tokenSeq: Tensor,
+  blockTables: Tensor,
+  out: Tensor,
+  opts: SplitAttentionOptions,
+): Promise<void> {
+  const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
+  if (headDim % 4 !== 0 || rowStride % 4 !== 0) throw new Error(`attentionSplitK: headDim (${headDim}) and rowStride (${rowStride}) must be multiples of 4`);
+  if (headDim > 256) throw new Error(`attentionSplitK: headDim <= 256 (got ${headDim})`);
+  if (qHeads % kvHeads !== 0) throw new Error(`attentionSplitK: qHeads ${qHeads} not a multiple of kvHeads ${kvHeads}`);
+  if (tokens === 0) return;
+  const kvDtype = opts.kvDtype ?? 'f32';
+  const ctx = rec.ctx;
+  const native = kvDtype === 'f16' && (opts.nativeF16 ?? ctx.gpu.caps.f16);
+  if (native && !ctx.gpu.caps.f16) throw new Error('attentionSplitK: native f16 reads need the shader-f16 feature');
+  const capacity = maxBlocksPerSeq * blockSize;
+  const span0 = Math.min(opts.maxPosition ?? capacity - 1, capacity - 1) + 1;
+  const span = opts.window ? Math.min(span0, opts.window) : span0;
+  const splitKeys = opts.splitKeys ?? splitKeysFor(span, tokens, qHeads);
+  if (splitKeys % TILE !== 0 || splitKeys <= 0) throw new Error(`attentionSplitK: splitKeys ${splitKeys} is not a positive multiple of ${TILE}`);
+  const splits = ceilDiv(span, splitKeys);
+  const hd4 = headDim / 4;
+  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const softcap = opts.softcap ?? 0;
+  const params = {
+    tokens,
+    qHeads,
+    kvHeads,
+    group: qHeads / kvHeads,
+    hd4,
+    rowStride4: rowStride / 4,
+    blockSize,
+    maxBlocks: maxBlocksPerSeq,
+    window: opts.window ?? 0,
+    qScale: softcap > 0 ? scale / softcap : scale,
+    softcap,
+    splitKeys,
+    splits,
+  };
+  const kv = kvDtype === 'f32' ? 'f32' : native ? 'f16n' : 'f16';
+  const partBytes = tokens * qHeads * splits * (hd4 + 1) * 16;
+  const part = { buffer: rec.temp(partBytes), size: partBytes };
+  const partial = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0 }, layout });
+  rec.dispatch(partial, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, part], grid1d(tokens * qHeads * splits));
+  const combine = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'combine' }, layout });
+  rec.dispatch(combine, params, [part, out], grid1d(tokens * qHeads));
+}
