@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { GpuContext } from '../../core/gpu/context.ts';
-import { loadDecoder, type LoadedDecoder } from '../../core/models/load.ts';
+import { type LoadedDecoder, loadDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { TEST_BACKENDS } from '../helpers/gpu.ts';
