@@ -29,6 +29,11 @@
  *   run one after another, TTFT under load, KV bytes/token f32 vs q8, prefix-hit speedup.
  *   `--serving-tokens` (default 64 on stories260K, 16 on llama20m) and `--serving-runs`
  *   (default 5 / 1) apply to every model; `--timeout` per case (default 3600 s here);
+ * - `host` (bench/host.ts; only with `--only host`: it builds ~1.7 GB of random f16 weights): host
+ *   time to record and submit one decode step of the Llama-3.2-1B and Qwen2.5-0.5B shapes at
+ *   `--host-batch` (default 1,16,64), µs per step and per dispatch, device time excluded
+ *   (`--host-steps`, default 30; `--host-layers 2,24`: layers built of the 1B and 0.5B shapes;
+ *   `--quick`: 10 steps, batch 1 and 16);
  * - `memory` (bench/memory.ts; only with `--only memory`: it writes ~1 GB checkpoints):
  *   real-shape models per format, device weight bytes vs file bytes, KV bytes/token, peak
  *   RSS while loading vs the largest file, load time (first `--backends` entry).
@@ -53,10 +58,11 @@ import { parseArgs } from 'node:util';
 import { benchGenerate, DEFAULTS, machineDescription, type GenerateBenchOptions, type GenerateBenchReport } from './generate.ts';
 import { markdownGenerate } from './generate_report.ts';
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
+import { benchHost, HOST_DEFAULTS, hostTable } from './host.ts';
 import { benchServing, servingTable, type ServingReport } from './serving.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
-const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster', 'memory'] as const;
+const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster', 'memory', 'host'] as const;
 type ModuleName = (typeof MODULES)[number];
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -184,6 +190,9 @@ export async function main(argv: string[]): Promise<number> {
       'serving-tokens': { type: 'string' },
       'serving-runs': { type: 'string' },
       'no-ts-cpu': { type: 'boolean' },
+      'host-batch': { type: 'string' },
+      'host-steps': { type: 'string' },
+      'host-layers': { type: 'string' },
       timeout: { type: 'string' },
       quick: { type: 'boolean' },
       out: { type: 'string' },
@@ -196,7 +205,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const log = (s: string): void => void process.stderr.write(`${s}\n`);
-  const only = (list(values.only) ?? MODULES.filter((m) => m !== 'memory')) as ModuleName[];
+  const only = (list(values.only) ?? MODULES.filter((m) => m !== 'memory' && m !== 'host')) as ModuleName[];
   for (const m of only) if (!MODULES.includes(m)) throw new Error(`--only: unknown module ${m} (have ${MODULES.join(', ')})`);
   const models = (list(values.models) ?? DEFAULTS.models) as ModelId[];
   for (const m of models) if (!MODEL_IDS.includes(m)) throw new Error(`--models: unknown model ${m} (have ${MODEL_IDS.join(', ')})`);
@@ -267,6 +276,25 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (only.includes('cluster')) {
     sections.push(await section('Readers over NATS vs in-process (bench/cluster.ts)', () => runCluster(quick, log), log));
+  }
+  if (only.includes('host')) {
+    const layers = list(values['host-layers'])?.map((s) => int(s, 'host-layers')!);
+    sections.push(
+      await section(
+        'Host overhead per decode step (bench/host.ts)',
+        async () =>
+          hostTable(
+            await benchHost({
+              backend: backends[0],
+              log,
+              batches: list(values['host-batch'])?.map((s) => int(s, 'host-batch')!) ?? (quick ? [1, 16] : HOST_DEFAULTS.batches),
+              steps: int(values['host-steps'], 'host-steps') ?? (quick ? 10 : HOST_DEFAULTS.steps),
+              ...(layers ? { layers: { 'llama-3.2-1b': layers[0], 'qwen2.5-0.5b': layers[1] ?? layers[0] } } : {}),
+            }),
+          ),
+        log,
+      ),
+    );
   }
   if (only.includes('memory')) {
     sections.push(await section('Real-shape model memory (bench/memory.ts)', () => runMemory(backends, log), log));

@@ -111,7 +111,13 @@ export class Runner {
     const biased = rows.some((r) => r.bias?.size);
     const fused = R > 0 && K < 0 && !biased && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
     const rec = this.ctx.recorder();
-    const logits = await this.model.record(rec, inputs, fused ? { argmaxInto: out } : {});
+    let logits: Tensor | null;
+    try {
+      logits = await this.model.record(rec, inputs, fused ? { argmaxInto: out } : {});
+    } catch (e) {
+      rec.discard(); // scratch and uniform staging back to their pools; nothing reaches the device
+      throw e;
+    }
     this.computedTokens += inputs.tokens.length;
     if (R === 0 || !logits) {
       rec.submit();

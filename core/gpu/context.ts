@@ -8,7 +8,7 @@ import { BufferPool, STORAGE, uploadBuffer } from './buffers.ts';
 import { createGpu, type Gpu, type GpuOptions } from './device.ts';
 import { PipelineCache } from './pipelines.ts';
 import { Profiler } from './profiler.ts';
-import { Recorder } from './recorder.ts';
+import { type BindSlot, Recorder } from './recorder.ts';
 import { StepTimer } from './step_timer.ts';
 import { byteLength, type DType, type Tensor } from './tensor.ts';
 import { defaultVariant, type Variant } from '../ops/variant.ts';
@@ -18,8 +18,13 @@ export class GpuContext {
   readonly pool: BufferPool;
   private readonly bufferIds = new WeakMap<GPUBuffer | GPUTexture, number>();
   private nextBufferId = 1;
-  /** Bind groups keyed by pipeline + bindings; cleared when it grows too large. */
+  /** Bind groups keyed by pipeline + bindings (recorder.ts); cleared when it grows too large. */
   readonly bindGroups = new Map<string, GPUBindGroup>();
+  /**
+   * The bind group of each dispatch index of the latest step recorded (recorder.ts BindSlot):
+   * decode steps repeat the same dispatches, so most lookups are a comparison with the slot.
+   */
+  readonly bindSlots: BindSlot[] = [];
 
   /** Kernel family variant used by ops unless a call overrides it. */
   variant: Variant;
@@ -42,6 +47,12 @@ export class GpuContext {
 
   get device(): GPUDevice {
     return this.gpu.device;
+  }
+
+  /** Forgets every cached bind group (after a failed step, which may have cached an invalid one). */
+  dropBindGroups(): void {
+    this.bindGroups.clear();
+    this.bindSlots.length = 0;
   }
 
   bufferId(b: GPUBuffer | GPUTexture): number {

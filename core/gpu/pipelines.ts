@@ -5,6 +5,14 @@
  * uniform layout; `override` constants go in `constants`. Compilation errors
  * become ShaderCompileError with the compiler's messages, so a bad variant
  * fails loudly at creation instead of producing garbage at dispatch.
+ *
+ * Each pipeline gets an explicit bind-group layout read from its WGSL
+ * declarations, with the Params uniform (binding 0) as a DYNAMIC-offset
+ * binding: a bind group then names only the kernel's buffers, and the step's
+ * uniform arena offset is given at setBindGroup time, so one cached bind group
+ * serves a kernel wherever in a step (and in whichever step) it is recorded.
+ * A shader whose declarations this reader does not know keeps `layout: 'auto'`
+ * (its uniform bound at a fixed offset; Kernel.dynamic false).
  */
 import { ShaderCompileError } from '../errors.ts';
 import { SHADERS } from './shader_sources.gen.ts';
@@ -25,6 +33,55 @@ export interface Kernel {
   readonly pipeline: GPUComputePipeline;
   readonly layout: UniformLayout<string>;
   readonly label: string;
+  /** Layout of bind group 0 (bind groups are created against it). */
+  readonly bindGroupLayout: GPUBindGroupLayout;
+  /** True when binding 0 (Params) takes a dynamic offset into the step's uniform arena. */
+  readonly dynamic: boolean;
+}
+
+const COMPUTE = 0x4; // GPUShaderStage.COMPUTE
+
+/**
+ * The bind-group-0 entries of a rendered kernel, from its `@group(0) @binding(n) var...`
+ * declarations: Params (a uniform at binding 0) with a dynamic offset and its byte size as
+ * the minimum binding size; storage buffers read-only or read-write as declared; storage and
+ * sampled 2-D textures. Null when a declaration is not one of those, when binding 0 is not the
+ * uniform, or when a group other than 0 appears: such a kernel keeps the 'auto' layout.
+ */
+export function bindGroupEntries(code: string, uniformBytes: number): GPUBindGroupLayoutEntry[] | null {
+  const entries: GPUBindGroupLayoutEntry[] = [];
+  const decl = /@group\((\d+)\)\s*@binding\((\d+)\)\s*var(?:<([^>]*)>)?\s+[A-Za-z_]\w*\s*:\s*([^;]+);/g;
+  const seen = new Set<number>();
+  for (const m of code.matchAll(decl)) {
+    const group = Number(m[1]);
+    const binding = Number(m[2]);
+    if (group !== 0 || seen.has(binding)) return null;
+    seen.add(binding);
+    const space = (m[3] ?? '').replace(/\s+/g, '');
+    const type = m[4]!.trim();
+    let entry: GPUBindGroupLayoutEntry;
+    if (space === 'uniform') {
+      if (binding !== 0) return null;
+      entry = { binding, visibility: COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes } };
+    } else if (space === 'storage' || space === 'storage,read') {
+      entry = { binding, visibility: COMPUTE, buffer: { type: 'read-only-storage' } };
+    } else if (space === 'storage,read_write') {
+      entry = { binding, visibility: COMPUTE, buffer: { type: 'storage' } };
+    } else if (space === '') {
+      const st = /^texture_storage_2d<\s*(\w+)\s*,\s*(read|write|read_write)\s*>$/.exec(type);
+      const tx = /^texture_2d<\s*(f32|u32|i32)\s*>$/.exec(type);
+      if (st) {
+        const access = st[2] === 'read' ? 'read-only' : st[2] === 'write' ? 'write-only' : 'read-write';
+        entry = { binding, visibility: COMPUTE, storageTexture: { access, format: st[1] as GPUTextureFormat, viewDimension: '2d' } };
+      } else if (tx) {
+        const sampleType = tx[1] === 'f32' ? 'unfilterable-float' : tx[1] === 'u32' ? 'uint' : 'sint';
+        entry = { binding, visibility: COMPUTE, texture: { sampleType, viewDimension: '2d' } };
+      } else return null;
+    } else return null;
+    entries.push(entry);
+  }
+  if (!seen.has(0) || entries.find((e) => e.binding === 0)?.buffer?.type !== 'uniform') return null;
+  return entries.sort((a, b) => a.binding - b.binding);
 }
 
 function stable(o: Readonly<Record<string, unknown>> | undefined): string {
@@ -51,8 +108,38 @@ export function renderSource(k: PipelineKey): string {
   return `${enables.join('\n')}\n${k.layout.wgsl}\n${rest.join('\n')}`;
 }
 
+/** A compiled (or compiling) key as its call site wrote it, for the allocation-free lookup. */
+interface Recent {
+  readonly layout: UniformLayout<string>;
+  readonly defines: Readonly<Record<string, unknown>>;
+  readonly constants: Readonly<Record<string, unknown>>;
+  /** Own keys of `defines` and `constants`. */
+  readonly nd: number;
+  readonly nc: number;
+  readonly kernel: Promise<Kernel>;
+}
+
+const NONE: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/** True when `b` has exactly the `n` keys of `a`, with identical values. */
+function sameRecord(a: Readonly<Record<string, unknown>>, n: number, b: Readonly<Record<string, unknown>> | undefined): boolean {
+  let m = 0;
+  if (b) {
+    for (const key in b) {
+      if (a[key] !== b[key] || !Object.hasOwn(a, key)) return false;
+      m++;
+    }
+  }
+  return m === n;
+}
+
 export class PipelineCache {
   private readonly cache = new Map<string, Promise<Kernel>>();
+  /**
+   * Per shader, the keys asked for so far: ops ask for their kernel on every dispatch, so a hit
+   * is a comparison of a few define values against these, with no key string built or hashed.
+   */
+  private readonly recent = new Map<string, Recent[]>();
   private nextId = 1;
   /** Number of pipelines compiled (not cache hits); for tests and metrics. */
   compiled = 0;
@@ -62,6 +149,13 @@ export class PipelineCache {
   constructor(private readonly device: GPUDevice) {}
 
   get(k: PipelineKey): Promise<Kernel> {
+    let list = this.recent.get(k.shader);
+    if (list) {
+      for (let i = 0; i < list.length; i++) {
+        const r = list[i]!;
+        if (r.layout === k.layout && sameRecord(r.defines, r.nd, k.defines) && sameRecord(r.constants, r.nc, k.constants)) return r.kernel;
+      }
+    } else this.recent.set(k.shader, (list = []));
     const key = keyString(k);
     let p = this.cache.get(key);
     if (!p) {
@@ -69,6 +163,15 @@ export class PipelineCache {
       this.cache.set(key, p);
       p.catch(() => this.cache.delete(key));
     }
+    // A copy: the caller's objects are not ours to keep (nor to see mutated).
+    const defines = k.defines ? { ...k.defines } : NONE;
+    const constants = k.constants ? { ...k.constants } : NONE;
+    const entry: Recent = { layout: k.layout, defines, constants, nd: Object.keys(defines).length, nc: Object.keys(constants).length, kernel: p };
+    list.push(entry);
+    p.catch(() => {
+      const i = list.indexOf(entry);
+      if (i >= 0) list.splice(i, 1);
+    });
     return p;
   }
 
@@ -93,11 +196,14 @@ export class PipelineCache {
       throw new ShaderCompileError(label, errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; '));
     }
     if (scopeError) throw new ShaderCompileError(label, scopeError.message);
+    const entries = bindGroupEntries(code, k.layout.byteSize);
     let pipeline: GPUComputePipeline;
+    let bindGroupLayout: GPUBindGroupLayout | null = null;
     try {
+      if (entries) bindGroupLayout = this.device.createBindGroupLayout({ label, entries });
       pipeline = await this.device.createComputePipelineAsync({
         label,
-        layout: 'auto',
+        layout: bindGroupLayout ? this.device.createPipelineLayout({ label, bindGroupLayouts: [bindGroupLayout] }) : 'auto',
         compute: { module, entryPoint: 'main', constants: k.constants as Record<string, number> | undefined },
       });
     } catch (e) {
@@ -105,6 +211,6 @@ export class PipelineCache {
     }
     this.compiled++;
     this.onCompile?.(label, this.compiled);
-    return { id: this.nextId++, pipeline, layout: k.layout, label };
+    return { id: this.nextId++, pipeline, layout: k.layout, label, bindGroupLayout: bindGroupLayout ?? pipeline.getBindGroupLayout(0), dynamic: bindGroupLayout !== null };
   }
 }

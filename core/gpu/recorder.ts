@@ -18,6 +18,56 @@ export interface TextureBinding {
 }
 export type Binding = BufferBinding | TextureBinding;
 
+/** Bytes a buffer binding covers: a tensor's data, an explicit size, or undefined (to the buffer's end). */
+function bindingSize(b: BufferBinding): number | undefined {
+  return 'dtype' in b ? byteLength(b.shape, b.dtype) : b.size;
+}
+
+/**
+ * What one dispatch index bound in the latest step: the kernel, its Params offset (0 for a
+ * dynamic kernel), and per binding the buffer or texture with its offset and size (-1: to the
+ * end; textures 0, 0). Only ever a shortcut to a group the keyed cache would give.
+ */
+export interface BindSlot {
+  readonly kernel: Kernel;
+  readonly at: number;
+  readonly refs: readonly (GPUBuffer | GPUTexture)[];
+  readonly offsets: readonly number[];
+  readonly sizes: readonly number[];
+  readonly group: GPUBindGroup;
+}
+
+function bindSlot(kernel: Kernel, at: number, buffers: readonly Binding[], group: GPUBindGroup): BindSlot {
+  const refs: (GPUBuffer | GPUTexture)[] = [];
+  const offsets: number[] = [];
+  const sizes: number[] = [];
+  for (const b of buffers) {
+    if ('view' in b) {
+      refs.push(b.texture);
+      offsets.push(0);
+      sizes.push(0);
+    } else {
+      refs.push(b.buffer);
+      offsets.push(b.offset ?? 0);
+      sizes.push(bindingSize(b) ?? -1);
+    }
+  }
+  return { kernel, at, refs, offsets, sizes, group };
+}
+
+/** True when `buffers` bind exactly the slot's ranges. */
+function sameBindings(slot: BindSlot, buffers: readonly Binding[]): boolean {
+  const { refs, offsets, sizes } = slot;
+  if (refs.length !== buffers.length) return false;
+  for (let i = 0; i < buffers.length; i++) {
+    const b = buffers[i]!;
+    if ('view' in b) {
+      if (refs[i] !== b.texture) return false;
+    } else if (refs[i] !== b.buffer || offsets[i] !== (b.offset ?? 0) || sizes[i] !== (bindingSize(b) ?? -1)) return false;
+  }
+  return true;
+}
+
 const UNIFORM = 0x40 | 0x08; // UNIFORM | COPY_DST
 const MAP_READ = 0x01 | 0x08; // MAP_READ | COPY_DST
 
@@ -51,6 +101,10 @@ export class Recorder {
   private readonly profiler: Profiler | null;
   /** True once this step's first pass carries the step timer's timestamps. */
   private stepTimed = false;
+  /** The pipeline set on the open pass (null: none yet); a pass starts with none. */
+  private pipeline: GPUComputePipeline | null = null;
+  /** The Params arena offset passed to setBindGroup, reused by every dispatch. */
+  private readonly dynamicOffset = [0];
 
   constructor(readonly ctx: GpuContext) {
     this.encoder = ctx.device.createCommandEncoder();
@@ -85,44 +139,84 @@ export class Recorder {
   private endPass(): void {
     this.pass?.end();
     this.pass = null;
+    this.pipeline = null;
   }
 
   /**
    * Records one dispatch. Binding 0 is the Params uniform; bindings 1..n are
    * `buffers` in order. `groups` is the workgroup count [x, y, z].
+   *
+   * The hot path of every step (one call per kernel launch): Params are packed into the step's
+   * uniform staging; the bind group comes from the context's cache, keyed on the kernel and
+   * the exact ranges it binds (for a dynamic kernel NOT on the Params offset, which goes to
+   * setBindGroup as a dynamic offset), so after the first step no bind group is created; the
+   * pipeline is set only when it differs from the pass's current one. No arrays, objects or
+   * closures are allocated here on a cache hit.
    */
   dispatch(kernel: Kernel, params: Readonly<Record<string, number>>, buffers: readonly Binding[], groups: readonly [number, number?, number?]): void {
     if (this.submitted) throw new Error('Recorder: already submitted');
     const at = this.used;
-    if (at + kernel.layout.byteSize > this.stage.byteLength) throw new Error('Recorder: uniform arena full (too many dispatches in one step)');
+    const size = kernel.layout.byteSize;
+    if (at + size > this.stage.byteLength) throw new Error('Recorder: uniform arena full (too many dispatches in one step)');
     kernel.layout.write(this.view, at, params);
-    this.used = at + Math.ceil(kernel.layout.byteSize / this.align) * this.align;
+    this.used = at + Math.ceil(size / this.align) * this.align;
 
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: at, size: kernel.layout.byteSize } }];
-    let key = `${kernel.id}:${this.ctx.bufferId(this.arena)}@${at}`;
-    buffers.forEach((b, i) => {
-      if ('view' in b) {
-        entries.push({ binding: i + 1, resource: b.view });
-        key += `|t${this.ctx.bufferId(b.texture)}`;
-        return;
-      }
-      const offset = b.offset ?? 0;
-      const size = 'dtype' in b ? byteLength(b.shape, b.dtype) : b.size;
-      entries.push({ binding: i + 1, resource: size === undefined ? { buffer: b.buffer, offset } : { buffer: b.buffer, offset, size } });
-      key += `|${this.ctx.bufferId(b.buffer)}@${offset}+${size ?? '*'}`;
-    });
+    const group = this.bindGroup(kernel, kernel.dynamic ? 0 : at, buffers);
+    const pass = this.computePass(this.profiler ? kernel.label : undefined);
+    if (this.pipeline !== kernel.pipeline) {
+      pass.setPipeline(kernel.pipeline);
+      this.pipeline = kernel.pipeline;
+    }
+    if (kernel.dynamic) {
+      this.dynamicOffset[0] = at;
+      pass.setBindGroup(0, group, this.dynamicOffset);
+    } else pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    this.dispatches++;
+  }
+
+  /**
+   * The bind group for this dispatch: the slot of its index in the previous step when that bound
+   * the same kernel to the same ranges (compared field by field, nothing allocated), else the
+   * context's keyed cache, else a new group; the slot then remembers it. `at`: the Params offset
+   * a static (non-dynamic) kernel's group is made for, 0 for a dynamic one.
+   */
+  private bindGroup(kernel: Kernel, at: number, buffers: readonly Binding[]): GPUBindGroup {
+    const slots = this.ctx.bindSlots;
+    const index = this.dispatches;
+    const slot = slots[index];
+    if (slot && slot.kernel === kernel && slot.at === at && sameBindings(slot, buffers)) return slot.group;
+    let key = `${kernel.id}@${at}`;
+    for (let i = 0; i < buffers.length; i++) {
+      const b = buffers[i]!;
+      if ('view' in b) key += `|t${this.ctx.bufferId(b.texture)}`;
+      else key += `|${this.ctx.bufferId(b.buffer)}@${b.offset ?? 0}+${bindingSize(b) ?? '*'}`;
+    }
     const cache = this.ctx.bindGroups;
     let group = cache.get(key);
     if (!group) {
-      if (cache.size > 8192) cache.clear();
-      group = this.ctx.device.createBindGroup({ layout: kernel.pipeline.getBindGroupLayout(0), entries });
+      if (cache.size > 8192) this.ctx.dropBindGroups();
+      group = this.createBindGroup(kernel, at, buffers);
       cache.set(key, group);
     }
-    const pass = this.computePass(this.profiler ? kernel.label : undefined);
-    pass.setPipeline(kernel.pipeline);
-    pass.setBindGroup(0, group);
-    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
-    this.dispatches++;
+    if (index <= slots.length) slots[index] = bindSlot(kernel, at, buffers, group);
+    return group;
+  }
+
+  /** A new bind group for `kernel` over `buffers` (a cache miss: the first step that binds these ranges). */
+  private createBindGroup(kernel: Kernel, at: number, buffers: readonly Binding[]): GPUBindGroup {
+    const uniform = { buffer: this.arena, offset: at, size: kernel.layout.byteSize };
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: uniform }];
+    buffers.forEach((b, i) => {
+      if ('view' in b) {
+        entries.push({ binding: i + 1, resource: b.view });
+        return;
+      }
+      const size = bindingSize(b);
+      const offset = b.offset ?? 0;
+      entries.push({ binding: i + 1, resource: size === undefined ? { buffer: b.buffer, offset } : { buffer: b.buffer, offset, size } });
+    });
+    return this.ctx.device.createBindGroup({ label: kernel.label, layout: kernel.bindGroupLayout, entries });
   }
 
   /** Step-scoped buffers from the pool, returned after submit. */
@@ -171,6 +265,23 @@ export class Recorder {
     return new Promise((resolve, reject) => this.reads.push({ staging, size, resolve, reject }));
   }
 
+  /**
+   * Drops the step without submitting it (a recording that failed part-way): the open pass is
+   * ended, scratch and staging go back to their pools, pending readbacks reject. Nothing of the
+   * step reaches the device except queue writes the caller already made.
+   */
+  discard(): void {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    this.submitted = true;
+    this.endPass();
+    releaseStaging(this.ctx, this.stage);
+    for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
+    for (const r of this.reads.splice(0)) {
+      this.ctx.pool.release(r.staging);
+      r.reject(new Error('Recorder: step discarded before submit'));
+    }
+  }
+
   /** Uploads uniforms, submits the step, starts the readbacks. */
   submit(): void {
     if (this.submitted) throw new Error('Recorder: already submitted');
@@ -196,7 +307,7 @@ export class Recorder {
             r.resolve(out);
           } catch (e) {
             // A failed step may have cached an invalid bind group: drop them all.
-            this.ctx.bindGroups.clear();
+            this.ctx.dropBindGroups();
             r.reject(e);
           }
         },

@@ -30,7 +30,9 @@ export interface Tensor {
 export const QK = 32; // elements per quantization block (GGUF Q8_0/Q4_0)
 
 export function numel(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
+  let n = 1;
+  for (let i = 0; i < shape.length; i++) n *= shape[i]!;
+  return n;
 }
 
 /** Bytes of `data` for a tensor of this shape and dtype (quantized: quants only). */
