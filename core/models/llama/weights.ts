@@ -22,9 +22,13 @@ export interface LlamaLayerWeights {
   qNorm?: Tensor;
   kNorm?: Tensor;
   o: LinearWeight;
+  /** The MLP's input norm (post_attention_layernorm; Gemma: pre_feedforward_layernorm). */
   postNorm: Tensor;
   gu: LinearWeight;
   down: LinearWeight;
+  /** Gemma sandwich norms: on the attention output (post_attention_layernorm) and the MLP output (post_feedforward_layernorm). */
+  attnOutNorm?: Tensor;
+  mlpOutNorm?: Tensor;
 }
 
 export interface LlamaWeights {
@@ -232,12 +236,21 @@ export function checkLlamaShapes(cfg: DecoderConfig, src: WeightSource): void {
   }
 }
 
+/** Per-layer HF names (without `.weight`) of the norms and projections under `cfg`. */
+function layerWeightNames(cfg: DecoderConfig): string[] {
+  const proj = cfg.fusedProjections ? ['self_attn.qkv_proj', 'mlp.gate_up_proj'] : ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'mlp.gate_proj', 'mlp.up_proj'];
+  const norms = cfg.sandwichNorms
+    ? ['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm']
+    : ['input_layernorm', 'post_attention_layernorm'];
+  return [...norms, ...proj, 'self_attn.o_proj', 'mlp.down_proj'];
+}
+
 /** The Hugging Face names loadLlamaWeights reads. */
 export function llamaTensorNames(cfg: DecoderConfig, untiedHead: boolean): string[] {
   const out = ['model.embed_tokens.weight', 'model.norm.weight', ...(untiedHead ? ['lm_head.weight'] : [])];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    for (const s of ['input_layernorm', 'post_attention_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj']) out.push(`${p}${s}.weight`);
+    for (const s of layerWeightNames(cfg)) out.push(`${p}${s}.weight`);
     if (cfg.attentionBias) for (const s of ['q', 'k', 'v']) out.push(`${p}self_attn.${s}_proj.bias`);
     if (cfg.qkNorm) out.push(`${p}self_attn.q_norm.weight`, `${p}self_attn.k_norm.weight`);
   }
@@ -254,6 +267,13 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     }
     return t;
   };
+  /** A norm weight; Gemma stores (w - 1): the device gets 1 + w (added in f32). */
+  const norm = async (n: string): Promise<Tensor> => {
+    const t = await get(n);
+    if (!cfg.normAddOne) return done(up.vector(t));
+    const w = Float32Array.from(toF32(t), (v) => v + 1);
+    return done(up.vector({ kind: 'f32', shape: [w.length], data: w }));
+  };
   const fuse = (parts: HostTensor[]): HostTensor => {
     const r = concatRows(parts);
     host.hold(hostBytes(r));
@@ -269,7 +289,9 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    const qkvW = fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
+    const qkvW = cfg.fusedProjections
+      ? await get(`${p}self_attn.qkv_proj.weight`)
+      : fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
     const qkv: LinearWeight = { w: done(up.matrix(qkvW)) };
     if (cfg.attentionBias) {
       const parts = [await get(`${p}self_attn.q_proj.bias`), await get(`${p}self_attn.k_proj.bias`), await get(`${p}self_attn.v_proj.bias`)];
@@ -279,24 +301,28 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
       qkv.bias = done(up.vector({ kind: 'f32', shape: [joined.length], data: joined }));
     }
     const layer: LlamaLayerWeights = {
-      inNorm: done(up.vector(await get(`${p}input_layernorm.weight`))),
+      inNorm: await norm(`${p}input_layernorm.weight`),
       qkv,
       o: { w: done(up.matrix(await get(`${p}self_attn.o_proj.weight`))) },
-      postNorm: done(up.vector(await get(`${p}post_attention_layernorm.weight`))),
-      gu: { w: done(up.matrix(fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
+      postNorm: await norm(cfg.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`),
+      gu: { w: done(up.matrix(cfg.fusedProjections ? await get(`${p}mlp.gate_up_proj.weight`) : fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
       down: { w: done(up.matrix(await get(`${p}mlp.down_proj.weight`))) },
     };
+    if (cfg.sandwichNorms) {
+      layer.attnOutNorm = await norm(`${p}post_attention_layernorm.weight`);
+      layer.mlpOutNorm = await norm(`${p}post_feedforward_layernorm.weight`);
+    }
     if (cfg.qkNorm) {
-      layer.qNorm = done(up.vector(await get(`${p}self_attn.q_norm.weight`)));
-      layer.kNorm = done(up.vector(await get(`${p}self_attn.k_norm.weight`)));
+      layer.qNorm = await norm(`${p}self_attn.q_norm.weight`);
+      layer.kNorm = await norm(`${p}self_attn.k_norm.weight`);
     }
     layers.push(layer);
     await up.settle();
   }
-  const norm = done(up.vector(await get('model.norm.weight')));
+  const final = await norm('model.norm.weight');
   const head: LinearWeight =
     cfg.tieEmbeddings || !src.has('lm_head.weight') ? { w: embed } : { w: done(up.matrix(await get('lm_head.weight'))) };
-  return { embed, layers, norm, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
+  return { embed, layers, norm: final, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
 }
 
 /** Element count a tensor of this HF name has under `cfg` (packing checks sources against its plan). */
@@ -310,6 +336,10 @@ function expectedNumel(cfg: DecoderConfig, name: string): number {
     'model.norm.weight': D,
     'input_layernorm.weight': D,
     'post_attention_layernorm.weight': D,
+    'pre_feedforward_layernorm.weight': D,
+    'post_feedforward_layernorm.weight': D,
+    'self_attn.qkv_proj.weight': (cfg.heads + 2 * cfg.kvHeads) * hd * D,
+    'mlp.gate_up_proj.weight': 2 * cfg.intermediateSize * D,
     'self_attn.q_proj.weight': cfg.heads * hd * D,
     'self_attn.k_proj.weight': cfg.kvHeads * hd * D,
     'self_attn.v_proj.weight': cfg.kvHeads * hd * D,
@@ -338,6 +368,6 @@ export function destroyLlamaWeights(w: LlamaWeights): void {
   kill(w.norm);
   kill(w.head.w);
   for (const l of w.layers) {
-    for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w]) kill(t);
+    for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w, l.attnOutNorm, l.mlpOutNorm]) kill(t);
   }
 }
