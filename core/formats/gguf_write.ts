@@ -167,6 +167,9 @@ const GGUF_ARCH: Record<string, string> = {
   MistralForCausalLM: 'llama', // llama.cpp converts Mistral as llama
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
+  Gemma2ForCausalLM: 'gemma2',
+  Gemma3ForCausalLM: 'gemma3',
+  Phi3ForCausalLM: 'phi3',
 };
 const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32 } as const;
 
@@ -198,11 +201,12 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   if (c.ropeScaling?.type === 'linear') {
     md.push([`${arch}.rope.scaling.type`, 'string', 'linear'], [`${arch}.rope.scaling.factor`, 'f32', c.ropeScaling.factor]);
   }
+  md.push(...variantMetadata(arch, c));
   md.push(...tokenizerMetadata(opts, c));
 
   const out: GgufTensorInput[] = [];
   const add = (hfName: string, data: Float32Array, shape: number[]): void => {
-    const name = hfToGgufName(hfName);
+    const name = hfToGgufName(hfName, arch);
     if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
     const cols = shape[shape.length - 1]!;
     let type = shape.length < 2 ? 'F32' : wtype;
@@ -213,6 +217,8 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   for (const [hfName, t] of opts.tensors) {
     if (hfName === 'lm_head.weight' && c.tieEmbeddings) continue;
     let data = t.data;
+    // Gemma norms are stored as (w - 1) by transformers and as (1 + w) in GGUF (convert_hf_to_gguf).
+    if (c.normAddOne && /norm\.weight$/.test(hfName)) data = Float32Array.from(data, (v) => v + 1);
     const m = /\.self_attn\.(q|k)_proj\.(weight|bias)$/.exec(hfName);
     if (permuted && m) {
       const nH = m[1] === 'q' ? c.heads : c.kvHeads;
@@ -220,7 +226,7 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     }
     const r = opts.raw?.get(hfName);
     if (r) {
-      const name = hfToGgufName(hfName);
+      const name = hfToGgufName(hfName, arch);
       if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
       const rows = t.shape[0]!;
       const raw = permuted && m ? permuteQK(r.raw, m[1] === 'q' ? c.heads : c.kvHeads, c.headDim, r.raw.byteLength / rows) : r.raw;
@@ -232,7 +238,40 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   if (c.ropeScaling?.type === 'llama3') {
     out.push({ name: 'rope_freqs.weight', shape: [c.headDim / 2], type: 'F32', data: llama3RopeFactors(c) });
   }
+  if (c.ropeScaling?.type === 'longrope') {
+    const half = [c.headDim / 2];
+    out.push({ name: 'rope_factors_long.weight', shape: half, type: 'F32', data: Float32Array.from(c.ropeScaling.longFactor) });
+    out.push({ name: 'rope_factors_short.weight', shape: half, type: 'F32', data: Float32Array.from(c.ropeScaling.shortFactor) });
+  }
   return writeGguf(md, out);
+}
+
+/**
+ * Gemma 2/3 and Phi-3 keys, as convert_hf_to_gguf writes them. Two keys llama.cpp does not
+ * write for Gemma are added only where the config departs from llama.cpp's fixed values (its
+ * files then still read as llama.cpp would compute): attention.scale (query_pre_attn_scalar
+ * other than head_dim) and attention.sliding_window_pattern (other than Gemma 3's 6).
+ */
+function variantMetadata(arch: string, c: DecoderConfig): GgufMetaEntry[] {
+  const md: GgufMetaEntry[] = [];
+  if (arch === 'gemma2' || arch === 'gemma3') {
+    if (c.attnSoftcap) md.push([`${arch}.attn_logit_softcapping`, 'f32', c.attnSoftcap]);
+    if (c.finalSoftcap) md.push([`${arch}.final_logit_softcapping`, 'f32', c.finalSoftcap]);
+    const big = c.layers === (arch === 'gemma2' ? 46 : 62);
+    const rule = 1 / Math.sqrt(big ? c.hiddenSize / c.heads : c.headDim);
+    if (c.attnScale !== undefined && Math.abs(c.attnScale - rule) > 1e-7 * rule) md.push([`${arch}.attention.scale`, 'f32', c.attnScale]);
+    const sl = c.slidingLayers ?? [];
+    const period = sl.findIndex((x) => !x) + 1; // first full layer, 1-based
+    if (period > 0 && period !== (arch === 'gemma2' ? 2 : 6)) md.push([`${arch}.attention.sliding_window_pattern`, 'u32', period]);
+    if (c.localRope && c.localRope.theta !== 10000) md.push([`${arch}.rope.freq_base_swa`, 'f32', c.localRope.theta]);
+  }
+  if (arch === 'phi3' && c.ropeScaling?.type === 'longrope') {
+    md.push(
+      [`${arch}.rope.scaling.attn_factor`, 'f32', c.ropeScaling.attentionFactor],
+      [`${arch}.rope.scaling.original_context_length`, 'u32', c.ropeScaling.originalMaxPositionEmbeddings],
+    );
+  }
+  return md;
 }
 
 /** Per-frequency divisors llama.cpp stores as `rope_freqs.weight` [headDim / 2] for llama3 rope scaling. */
