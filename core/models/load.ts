@@ -95,6 +95,12 @@ export interface LoadOptions {
   warmUp?: boolean;
   /** Loading progress: weights uploaded, then (with warmUp) pipelines compiled, then 'ready'. */
   onProgress?: ProgressCallback;
+  /**
+   * Largest single device tensor in bytes (default: the adapter's maxStorageBufferBindingSize /
+   * maxBufferSize). An embedding or LM head above it is stored as row parts (Gemma's 256k
+   * vocabulary at hidden 2304 is 1.18 GB in f16, over SwiftShader's 1 GiB); tests lower it.
+   */
+  maxTensorBytes?: number;
 }
 
 export interface LoadStats {
@@ -341,7 +347,7 @@ export async function loadDecoder(ctx: GpuContext, ms: ModelSource, opts: LoadOp
   const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext } = await prepareDecoder(ctx, o, opts);
   const t0 = Date.now();
   const progress = withProgress(weights, cfg.layers, startedAt, opts.onProgress);
-  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host });
+  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host, ...(opts.maxTensorBytes ? { maxTensorBytes: opts.maxTensorBytes } : {}) });
   progress.finish();
   let memoryPlan: MemoryPlan;
   try {

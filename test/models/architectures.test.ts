@@ -167,6 +167,25 @@ describe.each([...DECODER_FIXTURES, ...VARIANT_FIXTURES])('%s fixture', (arch) =
     });
   }
 
+  if (arch === 'gemma2' || arch === 'phi3') {
+    it('embedding and LM head split by rows (a vocabulary over the binding limit) give the same logits', async () => {
+      const ctx = await gpuFor(TEST_BACKENDS[0]!);
+      // 512 x 32 f32 rows = 64 KiB; a 20,000-byte limit makes 4 parts of 156 rows (the last 44).
+      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype: 'f32', maxTensorBytes: 20_000, ...ctxOpt });
+      try {
+        expect(d.weights.embedParts?.map((t) => t.shape[0])).toEqual([156, 156, 156, 44]);
+        expect(d.weights.headParts?.length).toBe(4);
+        expect(d.model.megakernelOff).not.toBeNull();
+        const err = maxAbsDiff(await allPositionLogits(d, golden.prompt_ids), expected);
+        expect(err).toBeLessThanOrEqual(TOL.f32 * scale);
+        const r = await d.engine.complete(golden.prompt_ids, { maxNewTokens: 8, sampling: { temperature: 0 }, ignoreEos: true });
+        expect(r.tokenIds).toEqual(golden.greedy);
+      } finally {
+        d.destroy();
+      }
+    });
+  }
+
   describe.each(TEST_BACKENDS)('on WebGPU (%s)', (backend) => {
     it('f32: logits of every prompt position match the golden; greedy continuation matches', async () => {
       const ctx = await gpuFor(backend);

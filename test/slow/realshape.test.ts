@@ -1,8 +1,10 @@
 /**
  * Real shapes against independent PyTorch goldens (slow group: `npx vitest run -c
  * vitest.slow.config.ts`). scripts/make_realshape.py writes, from a fixed seed, a bf16
- * checkpoint with the exact published config of Qwen2.5-0.5B (all 24 layers) and of
- * Llama-3.2-1B (4 of its 16 layers; every other dimension exact), the real tokenizer.json,
+ * checkpoint with the exact published config of Qwen2.5-0.5B (all 24 layers), of
+ * Llama-3.2-1B (4 of its 16 layers; every other dimension exact) and of Gemma-2-2B (2 of its
+ * 26 layers: one sliding, one global; soft-caps, sandwich norms, GeGLU, 256k vocabulary;
+ * Gemma 3's tokenizer, see the script), the real tokenizer.json,
  * and the logits / greedy tokens of its own plain-PyTorch forward (float32 on the bf16
  * weights). Weft loads the folder as users would (`auto`: f16 on the device) and must match:
  *   logits of the first positions: max |diff| <= 1e-2 * max |golden logit|
@@ -49,6 +51,7 @@ function checkpoint(model: string, layers: number): string {
 const CASES: [string, number][] = [
   ['qwen2.5-0.5b', 0],
   ['llama-3.2-1b', 4],
+  ['gemma-2-2b', 2],
 ];
 
 /** Loads `ms`, checks the first logits and the greedy ids against the golden within `tol` of max |golden|. */

@@ -381,7 +381,7 @@ export class LlamaModel {
     const slots = this.view('slots', T);
     const latest = latestPosition(s);
 
-    await embedding(rec, this.view('tokens', T), w.embed, x, c.embedScale !== undefined ? { scale: c.embedScale } : {});
+    await this.embed(rec, this.view('tokens', T), x);
     if (s.embedAt?.length) {
       const E = s.embedAt.length; // image features over the placeholder tokens' embeddings
       await scatterRows(rec, { buffer: rec.upload(s.embedRows!).buffer, offset: 0, shape: [E, D], dtype: 'f32' }, { buffer: rec.upload(s.embedAt).buffer, offset: 0, shape: [E], dtype: 'u32' }, x);
@@ -436,9 +436,37 @@ export class LlamaModel {
     await gatherRows(rec, x, this.view('logitRows', R), last);
     await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
     const logits = this.act('logits', [R, c.vocabSize]);
-    await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
+    if (w.headParts) await this.splitHead(rec, lastN, w.headParts, logits);
+    else await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
     if (c.finalSoftcap) await softcap(rec, logits, c.finalSoftcap);
     return logits;
+  }
+
+  /** x [T, D] = the token rows (times embedScale), from the one table or its row parts. */
+  private async embed(rec: Recorder, ids: Tensor, x: Tensor): Promise<void> {
+    const scale = this.cfg.embedScale !== undefined ? { scale: this.cfg.embedScale } : {};
+    const parts = this.weights.embedParts ?? [this.weights.embed];
+    let base = 0;
+    for (const [i, part] of parts.entries()) {
+      await embedding(rec, ids, part, x, { ...scale, ...(i > 0 ? { base, part: true } : {}) });
+      base += part.shape[0]!;
+    }
+  }
+
+  /**
+   * logits [R, V] from a row-split LM head: each part's [R, Vp] block into a step temp, then
+   * copied row by row to its columns (copies end the compute pass; R <= maxLogitRows).
+   */
+  private async splitHead(rec: Recorder, h: Tensor, parts: Tensor[], logits: Tensor): Promise<void> {
+    const [R, V] = logits.shape as [number, number];
+    let col = 0;
+    for (const part of parts) {
+      const Vp = part.shape[0]!;
+      const tmp: Tensor = { buffer: rec.temp(R * Vp * 4), offset: 0, shape: [R, Vp], dtype: 'f32' };
+      await matmul(rec, h, { w: part }, tmp);
+      for (let r = 0; r < R; r++) rec.copy(tmp.buffer, r * Vp * 4, logits.buffer, logits.offset + (r * V + col) * 4, Vp * 4);
+      col += Vp;
+    }
   }
 
   /** Gemma: x += RMSNorm(in · Wᵀ) * norm, through h [T, D] and h2 [T, D]. */

@@ -13,7 +13,7 @@ import type { LinearWeight } from '../../ops/matmul.ts';
 import { ModelFormatError } from '../../errors.ts';
 import { STORAGE } from '../../gpu/buffers.ts';
 import { uploadWeight } from '../../ops/quant.ts';
-import { byteLength } from '../../gpu/tensor.ts';
+import { byteLength, type DType } from '../../gpu/tensor.ts';
 import { concatRows, hostBytes, HostBytes, hostToF32, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
 
 export interface LlamaLayerWeights {
@@ -32,10 +32,18 @@ export interface LlamaLayerWeights {
 }
 
 export interface LlamaWeights {
+  /** The token embedding (its first row part when split: embedParts). */
   embed: Tensor;
+  /**
+   * Set when the embedding is too large for one storage binding (Gemma's 256k x 2304 in f16:
+   * 1.18 GB > a 1 GiB limit): its consecutive row parts, each within the limit.
+   */
+  embedParts?: Tensor[];
   layers: LlamaLayerWeights[];
   norm: Tensor;
+  /** The LM head (its first row part when split: headParts). */
   head: LinearWeight;
+  headParts?: Tensor[];
   /** Bytes of GPU memory the weights occupy. */
   bytes: number;
   /** Set when every weight lives in this one f32 buffer (`pack`; see packedLlamaBytes). */
@@ -104,6 +112,8 @@ function packHalves(h: Uint16Array, rows: number, cols: number): Uint32Array {
 export interface UploaderOptions {
   /** What `auto` makes of float sources (f32 / f16 / bf16 checkpoints): default f32. */
   autoFloat?: 'f32' | 'f16';
+  /** Largest device tensor in bytes (default: the adapter's storage binding and buffer limits); larger matrices are split by rows (matrixParts). */
+  maxTensorBytes?: number;
   /** Counts the host bytes the uploader's encodings hold while they live. */
   host?: HostBytes;
 }
@@ -112,6 +122,7 @@ export class WeightUploader {
   bytes = 0;
   private readonly autoFloat: 'f32' | 'f16';
   private readonly host: HostBytes | undefined;
+  readonly maxTensorBytes: number;
   constructor(
     private readonly ctx: GpuContext,
     private readonly dtype: WeightDType,
@@ -122,6 +133,41 @@ export class WeightUploader {
     if (packer) this.bytes = packer.buffer.size;
     this.autoFloat = opts.autoFloat ?? 'f32';
     this.host = opts.host;
+    const lim = ctx.gpu.limits;
+    this.maxTensorBytes = opts.maxTensorBytes ?? Math.min(Number(lim.maxStorageBufferBindingSize), Number(lim.maxBufferSize));
+  }
+
+  /** The dtype `matrix` stores a [rows, cols] host tensor as. */
+  private targetOf(t: HostTensor, cols: number): DType {
+    const quantized = t.kind !== 'f32' && t.kind !== 'f16';
+    if (quantized && (this.dtype === 'auto' || this.dtype === t.kind)) return t.kind;
+    const target = this.dtype === 'auto' ? this.autoFloat : this.dtype;
+    return (target === 'q8_0' || target === 'q4_0') && cols % 32 !== 0 ? 'f16' : target;
+  }
+
+  /**
+   * A matrix as one tensor, or as consecutive row parts when it would exceed maxTensorBytes
+   * (a vocabulary-sized embedding / LM head): each part a [rows_i, cols] tensor within the
+   * limit. Float sources only (f32 / f16 halves); a quantized source that large is refused.
+   */
+  matrixParts(t: HostTensor): Tensor[] {
+    const rows = t.shape[0]!;
+    const cols = t.shape[t.shape.length - 1]!;
+    const target = this.targetOf(t, cols);
+    const rowBytes = byteLength([1, cols], target);
+    if (this.packer || rows * rowBytes <= this.maxTensorBytes) return [this.matrix(t)];
+    if (t.kind !== 'f32' && t.kind !== 'f16') {
+      throw new Error(`a ${t.kind} matrix [${rows}, ${cols}] exceeds the device's ${this.maxTensorBytes}-byte tensor limit`);
+    }
+    const per = Math.floor(this.maxTensorBytes / rowBytes);
+    if (per < 1) throw new Error(`one row of a [${rows}, ${cols}] ${target} matrix exceeds the device's ${this.maxTensorBytes}-byte tensor limit`);
+    const parts: Tensor[] = [];
+    for (let r0 = 0; r0 < rows; r0 += per) {
+      const n = Math.min(per, rows - r0);
+      const data = t.data.subarray(r0 * cols, (r0 + n) * cols);
+      parts.push(this.matrix(t.kind === 'f32' ? { kind: 'f32', shape: [n, cols], data: data as Float32Array } : { kind: 'f16', shape: [n, cols], data: data as Uint16Array }));
+    }
+    return parts;
   }
 
   private flushedAt = 0;
@@ -198,6 +244,8 @@ export interface LoadWeightsOptions {
   autoFloat?: 'f32' | 'f16';
   /** Counts the host bytes the load holds (peak: LoadedDecoder.loadStats). */
   host?: HostBytes;
+  /** Largest device tensor (default: the adapter's limits); bigger embeddings / heads are split by rows. */
+  maxTensorBytes?: number;
 }
 
 export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src: WeightSource, dtype: WeightDType, opts: LoadWeightsOptions = {}): Promise<LlamaWeights> {
@@ -210,7 +258,7 @@ export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src:
   }
   try {
     const host = opts.host ?? new HostBytes();
-    const up = new WeightUploader(ctx, dtype, packer, { autoFloat: opts.autoFloat ?? 'f32', host });
+    const up = new WeightUploader(ctx, dtype, packer, { autoFloat: opts.autoFloat ?? 'f32', host, ...(opts.maxTensorBytes ? { maxTensorBytes: opts.maxTensorBytes } : {}) });
     return await uploadAll(cfg, src, up, packer, host);
   } catch (e) {
     packer?.buffer.destroy();
@@ -284,7 +332,8 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     host.release(host.held);
     return v;
   };
-  const embed = done(up.matrix(await get('model.embed_tokens.weight')));
+  const embedParts = done(up.matrixParts(await get('model.embed_tokens.weight')));
+  const embed = embedParts[0]!;
   await up.settle();
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
@@ -320,9 +369,13 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     await up.settle();
   }
   const final = await norm('model.norm.weight');
-  const head: LinearWeight =
-    cfg.tieEmbeddings || !src.has('lm_head.weight') ? { w: embed } : { w: done(up.matrix(await get('lm_head.weight'))) };
-  return { embed, layers, norm: final, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
+  const headParts = cfg.tieEmbeddings || !src.has('lm_head.weight') ? embedParts : done(up.matrixParts(await get('lm_head.weight')));
+  const head: LinearWeight = { w: headParts[0]! };
+  const split = {
+    ...(embedParts.length > 1 ? { embedParts } : {}),
+    ...(headParts.length > 1 ? { headParts } : {}),
+  };
+  return { embed, ...split, layers, norm: final, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
 }
 
 /** Element count a tensor of this HF name has under `cfg` (packing checks sources against its plan). */
@@ -367,6 +420,7 @@ export function destroyLlamaWeights(w: LlamaWeights): void {
   kill(w.embed);
   kill(w.norm);
   kill(w.head.w);
+  for (const t of [...(w.embedParts ?? []), ...(w.headParts ?? [])]) kill(t);
   for (const l of w.layers) {
     for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w, l.attnOutNorm, l.mlpOutNorm]) kill(t);
   }
