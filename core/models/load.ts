@@ -101,6 +101,12 @@ export interface LoadOptions {
    * vocabulary at hidden 2304 is 1.18 GB in f16, over SwiftShader's 1 GiB); tests lower it.
    */
   maxTensorBytes?: number;
+  /**
+   * Probe a hardware adapter's memory by allocation when no budget is configured (default
+   * true). A server planning beside running readers passes false (their buffers would make the
+   * probe fail early, and the probe would take memory from them): the default budget applies.
+   */
+  probeMemory?: boolean;
 }
 
 export interface LoadStats {
@@ -210,9 +216,9 @@ const PROBE_CAP = 256 * 2 ** 30;
 const probed = new WeakMap<GpuContext, number>();
 
 /** The device budget: configured, else a probe on hardware adapters (once per context), else the default. */
-export async function resolveBudget(ctx: GpuContext, configured?: number): Promise<DeviceBudget> {
+export async function resolveBudget(ctx: GpuContext, configured?: number, probe = true): Promise<DeviceBudget> {
   if (configured && configured > 0) return deviceBudget(describeAdapter(ctx.gpu), configured);
-  if (ctx.gpu.info.isCpu) return deviceBudget(describeAdapter(ctx.gpu));
+  if (ctx.gpu.info.isCpu || !probe) return deviceBudget(describeAdapter(ctx.gpu));
   let p = probed.get(ctx);
   if (p === undefined) probed.set(ctx, (p = await probeDeviceMemory(ctx.device, PROBE_CAP)));
   return deviceBudget(describeAdapter(ctx.gpu, p));
@@ -275,7 +281,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   // and the plan — checked before any allocation with the weights estimated from the headers,
   // then sized with the weights' real bytes (memory_plan.ts).
   const adapter = describeAdapter(ctx.gpu);
-  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes);
+  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes, opts.probeMemory ?? true);
   const planFor = (weightBytes: number): MemoryPlan =>
     planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
   // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
