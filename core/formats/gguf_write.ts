@@ -2,7 +2,8 @@
  * GGUF v3 writer, and `hfToGguf`: an HF decoder checkpoint (DecoderConfig +
  * f32 tensors + tokenizer.json) written the way llama.cpp's convert_hf_to_gguf
  * writes it: llama-arch metadata keys, GGUF tensor names, q/k rows permuted to
- * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary.
+ * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary. Q4_K / Q6_K come
+ * from gguf_kquant_write.ts, with its fallback for rows that are not whole super-blocks.
  *
  * Used by tests (round trips, malformed-file fixtures built by editing valid
  * files) and by a future `weft convert`. Quantized types are produced with
@@ -13,13 +14,14 @@ import { ModelFormatError, UnsupportedModelError } from '../errors.ts';
 import { GGUF_VALUE_TYPES, hfToGgufName, permuteQK, type GgufValue } from './gguf.ts';
 import { encodeBF16, encodeF16, GGML_TYPES, ggmlBytes, quantizeQ4_0, quantizeQ8_0, type GgmlTypeName } from './gguf_quants.ts';
 import type { DecoderConfig } from './hf_config.ts';
+import { kquantFallback, quantizeKQuant, type KQuantWriteType } from './gguf_kquant_write.ts';
 
 /** One metadata entry: key, type ("u32", "f32", "string", "array<string>", ...), value. */
 export type GgufMetaEntry = [key: string, type: string, value: GgufValue];
 
 export type GgufTensorInput =
   /** f32 data, encoded/quantized to `type`. `shape` is PyTorch order, outermost first. */
-  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0'; data: Float32Array }
+  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K'; data: Float32Array }
   /** Already-encoded blocks of any ggml type (e.g. hand-built Q4_K). */
   | { name: string; shape: number[]; type: GgmlTypeName; raw: Uint8Array };
 
@@ -105,6 +107,8 @@ function encodeTensor(t: GgufTensorInput): Uint8Array {
     case 'BF16': return encodeBF16(t.data);
     case 'Q8_0': return quantizeQ8_0(t.data);
     case 'Q4_0': return quantizeQ4_0(t.data);
+    case 'Q4_K':
+    case 'Q6_K': return quantizeKQuant(t.type, t.data);
   }
 }
 
@@ -155,8 +159,14 @@ export interface HfToGgufOptions {
    * HF row order; written as given (q/k rows permuted for llama files), overriding `tensors`.
    */
   raw?: Map<string, { type: GgmlTypeName; raw: Uint8Array }>;
-  /** Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. */
-  type?: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0';
+  /**
+   * Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. Q8_0 / Q4_0
+   * need rows of whole 32-element blocks (else F16), Q4_K / Q6_K whole 256-element
+   * super-blocks (else kquantFallback: Q8_0, or F16).
+   */
+  type?: WeightWriteType;
+  /** Per-tensor override of `type` by HF name (e.g. Q4_K_M's Q6_K for some tensors); same fallbacks. */
+  typeOf?: (hfName: string) => WeightWriteType | undefined;
   name?: string;
   /** tokenizer.ggml.pre for byte-level BPE vocabularies (llama.cpp's pre-tokenizer id). */
   pre?: string;
@@ -171,7 +181,10 @@ const GGUF_ARCH: Record<string, string> = {
   Gemma3ForCausalLM: 'gemma3',
   Phi3ForCausalLM: 'phi3',
 };
-const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32 } as const;
+/** llama_ftype of a file whose weights are mostly of the type (Q4_K: MOSTLY_Q4_K_S). */
+const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32, Q4_K: 14, Q6_K: 18 } as const;
+
+export type WeightWriteType = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | KQuantWriteType;
 
 export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   const c = opts.config;
@@ -193,7 +206,7 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     [`${arch}.attention.layer_norm_rms_epsilon`, 'f32', c.rmsEps],
     [`${arch}.rope.freq_base`, 'f32', c.ropeTheta],
   ];
-  if (wtype === 'Q8_0' || wtype === 'Q4_0') md.push(['general.quantization_version', 'u32', 2]);
+  if (wtype !== 'F32' && wtype !== 'F16' && wtype !== 'BF16') md.push(['general.quantization_version', 'u32', 2]);
   if (c.headDim * c.heads !== c.hiddenSize) {
     md.push([`${arch}.attention.key_length`, 'u32', c.headDim], [`${arch}.attention.value_length`, 'u32', c.headDim]);
   }
@@ -209,9 +222,10 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     const name = hfToGgufName(hfName, arch);
     if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
     const cols = shape[shape.length - 1]!;
-    let type = shape.length < 2 ? 'F32' : wtype;
+    let type: WeightWriteType = shape.length < 2 ? 'F32' : (opts.typeOf?.(hfName) ?? wtype);
     if ((type === 'Q8_0' || type === 'Q4_0') && cols % 32 !== 0) type = 'F16'; // llama.cpp's fallback
-    out.push({ name, shape, type: type as 'F32', data });
+    if (type === 'Q4_K' || type === 'Q6_K') type = kquantFallback(type, cols);
+    out.push({ name, shape, type, data });
   };
   const permuted = arch === 'llama';
   for (const [hfName, t] of opts.tensors) {

@@ -54,7 +54,8 @@ export function errorBody(e: unknown): { error: { code: string; message: string;
 export function onError(log: (msg: string, fields?: Record<string, unknown>) => void) {
   return (err: Error, c: Context): Response => {
     const status = statusOf(err);
-    if (status >= 500) log('request failed', { path: c.req.path, error: err.message, stack: err.stack });
+    // 507 model_too_large is a refusal with its numbers in the body, not a server fault: no stack.
+    if (status >= 500 && status !== 507) log('request failed', { path: c.req.path, error: err.message, stack: err.stack });
     const res = c.json(errorBody(err), status);
     if (err instanceof UnavailableError) res.headers.set('Retry-After', String(err.retryAfter));
     return res;

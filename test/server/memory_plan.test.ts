@@ -15,6 +15,7 @@ import { prepareGpuEnv } from '../../core/gpu/device.ts';
 import { statusOf } from '../../server/http/errors.ts';
 import { ModelTooLargeError, WeftError } from '../../core/errors.ts';
 import { fixtureDir } from '../helpers/tiny_decoder.ts';
+import { mib, planQuery, planRows, refusalRows, type ServerPlan } from '../../web/src/memory_plan.ts';
 
 prepareGpuEnv();
 const svc = new Service(loadConfig({ env: {}, overrides: { embeddingModel: '', backend: process.env.WEFT_TEST_SERVER_BACKEND ?? 'swiftshader', logDisableTimestamps: true } }));
@@ -67,6 +68,21 @@ describe('GET /memory_plan', () => {
     expect(e.error.message).toMatch(/does not fit/);
     expect(e.error.details).toMatchObject({ budgetBytes: 2 ** 20, budgetSource: 'configured' });
     for (const k of ['weightBytes', 'activationBytes', 'reserveBytes', 'kvBytesPerToken', 'minKvBytes']) expect(typeof e.error.details[k]).toBe('number');
+  });
+
+  it("the console's calculator shows the route's answers: the plan's rows, or the refusal's numbers", async () => {
+    const path = planQuery({ model: DEFAULT_MODEL_DIR, maxContext: 256, maxSeqs: 4, dtype: 'f32', kv: 'q8' });
+    expect(path).toBe(`memory_plan?${new URLSearchParams({ model: DEFAULT_MODEL_DIR, max_context: '256', max_seqs: '4', dtype: 'f32', kv_cache_dtype: 'q8' })}`);
+    const ok = (await (await management.request(`/${path}&gpu_memory=${512 * 2 ** 20}`)).json()) as ServerPlan;
+    const rows = Object.fromEntries(planRows(ok).map(([, v, id]) => [id, v]));
+    expect(rows['mp-weights']).toBe(mib(ok.plan!.weight_bytes));
+    expect(rows['mp-kv']).toContain(`${ok.plan!.kv_tokens.toLocaleString('en-US')} tokens`);
+    expect(rows['mp-seqs']).toBe('4 sequences of 256 tokens');
+    expect(rows['mp-budget']).toBe('512.0 MiB (configured)');
+    const refused = (await (await plan({ model: DEFAULT_MODEL_DIR, gpu_memory: String(2 ** 20) })).json()) as { error: { details: unknown } };
+    const r = Object.fromEntries(refusalRows(refused.error.details).map(([, v, id]) => [id, v]));
+    expect(Object.keys(r).sort()).toEqual(['mp-activations', 'mp-budget', 'mp-device', 'mp-min-kv', 'mp-reserve', 'mp-weights']);
+    expect(r['mp-budget']).toBe('1.0 MiB (configured)');
   });
 
   it('maps model_too_large to 507 also when rebuilt from a worker (code kept, class lost)', () => {
