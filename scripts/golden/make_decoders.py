@@ -9,7 +9,8 @@ Regenerate (from the repository root; needs PyTorch >= 1.13, NOT transformers):
 
 Writes test/fixtures/decoders/<arch>/{config.json, model.safetensors,
 tokenizer.json, tokenizer_config.json, golden.json} for <arch> in llama,
-mistral, qwen2, qwen3. Output is deterministic: fixed seeds, a fixed prompt,
+mistral, qwen2, qwen3, gemma2, gemma3, phi3 (forward()'s docstring lists the
+Gemma and Phi-3 semantics; Phi-3's file stores q/k/v and gate/up fused). Output is deterministic: fixed seeds, a fixed prompt,
 float32 weights drawn with torch's CPU generator, goldens computed in float64.
 
 Each model is an independent PyTorch implementation of the Hugging Face

@@ -75,18 +75,26 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
 
   // The plan of a model on the server's GPU (GET /memory_plan): the same rules the loader applies.
   const model = h('input#mp-model', { type: 'text', placeholder: 'a model directory or .gguf file on the server' });
-  const planBtn = h('button#mp-run', { type: 'button' }, 'Plan on the server');
+  const planBtn = h('button#mp-run.primary', { type: 'button' }, 'Plan on the server');
+  const planMsg = h('div.small');
   const planOut = h('div#mp-out.result');
   const rows = (rs: [string, string, string][]): HTMLElement[] => rs.map(([k, v, id]) => h('div', h('span.muted', k), h(`strong#${id}`, v)));
   planBtn.addEventListener('click', () => {
-    if (!model.value.trim()) return replace(planOut, h('span.error', 'enter a model path'));
-    replace(planOut, h('span.muted', 'planning…'));
+    const say = (cls: string, id: string, text: string): void => replace(planMsg, h(`div#${id}.${cls}`, text));
+    replace(planOut);
+    if (!model.value.trim()) return say('error', 'mp-msg', 'enter a model path');
+    say('muted', 'mp-msg', 'planning…');
     const path = planQuery({ model: model.value.trim(), maxContext: Number(ctx.value), maxSeqs: Number(batch.value), dtype: dtype.value, kv: kv.value });
     getJson<ServerPlan>('management', path).then(
-      (p) => replace(planOut, h('div#mp-fits.ok', 'Fits this device'), ...rows(planRows(p))),
+      (p) => {
+        say('muted', 'mp-fits', 'Fits this device.');
+        replace(planOut, ...rows(planRows(p)));
+      },
       (e: unknown) => {
-        if (e instanceof ApiError && e.code === 'model_too_large') replace(planOut, h('div#mp-refused.error', e.message), ...rows(refusalRows(e.details)));
-        else replace(planOut, h('span.error', (e as Error).message));
+        if (e instanceof ApiError && e.code === 'model_too_large') {
+          say('error', 'mp-refused', e.message);
+          replace(planOut, ...rows(refusalRows(e.details)));
+        } else say('error', 'mp-msg', (e as Error).message);
       },
     );
   });
@@ -102,7 +110,8 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
     out,
     h('h3', "On this server's GPU"),
     h('p.muted.small', 'The loader’s own plan for a model on the server (from its file headers; nothing is loaded): weights, activations, reserve, the KV pool and the tokens of context it holds, with the settings above — or the refusal, with its numbers, when it cannot fit.'),
-    h('div.grid4', field('Model path', model), planBtn),
+    h('div.grid4', field('Model path', model), h('div.field', planBtn)),
+    planMsg,
     planOut,
   );
   el.addEventListener('input', (e) => e.target !== paste && update());
