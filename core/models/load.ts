@@ -197,6 +197,12 @@ function hfStyleConfig(c: DecoderConfig): Record<string, unknown> {
     bos_token_id: c.bosTokenId,
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     ...(c.slidingWindow ? { sliding_window: c.slidingWindow } : {}),
+    hidden_act: c.hiddenAct,
+    ...(c.slidingLayers ? { layer_types: c.slidingLayers.map((x) => (x ? 'sliding_attention' : 'full_attention')) } : {}),
+    ...(c.attnSoftcap ? { attn_logit_softcapping: c.attnSoftcap } : {}),
+    ...(c.finalSoftcap ? { final_logit_softcapping: c.finalSoftcap } : {}),
+    ...(c.attnScale !== undefined ? { query_pre_attn_scalar: 1 / (c.attnScale * c.attnScale) } : {}),
+    ...(c.localRope ? { rope_local_base_freq: c.localRope.theta } : {}),
   };
 }
 
