@@ -8,7 +8,7 @@
  * gguf_quants.ts's dequantizeGguf, which is). Row lengths must be multiples of 256; see
  * kquantFallback for what a writer does with the others.
  */
-import { f16ToF32, f32ToF16, ggmlBytes, type GgmlTypeName } from './gguf_quants.ts';
+import { f16ToF32, f32ToF16, ggmlBytes } from './gguf_quants.ts';
 
 const fr = Math.fround;
 const QK_K = 256;
@@ -276,5 +276,3 @@ export function kquantFallback(want: KQuantWriteType, cols: number): KQuantWrite
 export function quantizeKQuant(type: KQuantWriteType, x: ArrayLike<number>): Uint8Array {
   return type === 'Q4_K' ? quantizeQ4_K(x) : quantizeQ6_K(x);
 }
-
-export const KQUANT_WRITE_TYPES: readonly GgmlTypeName[] = ['Q4_K', 'Q6_K'];

@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UnsupportedModelError } from '../../core/errors.ts';
 import { openGguf } from '../../core/formats/gguf.ts';
 import { kquantFallback, quantizeQ4_K, quantizeQ6_K } from '../../core/formats/gguf_kquant_write.ts';
 import { dequantizeGguf, f16ToF32 } from '../../core/formats/gguf_quants.ts';
@@ -110,6 +111,13 @@ describe('a K-quant GGUF written by hfToGguf', () => {
     expect(g.tensors.get('blk.0.ffn_down.weight')!.type).toBe('Q8_0');
     expect(g.tensors.get('blk.0.attn_norm.weight')!.type).toBe('F32');
     expect(g.metadata.get('general.file_type')).toBe(14);
+  });
+
+  it('a quantized matrix over the device tensor limit is refused with the numbers (only float matrices split)', async () => {
+    const ctx = await gpuFor(TEST_BACKENDS[0]!);
+    const err = await loadDecoder(ctx, await openModelPath(join(dir, 'model.gguf')), { maxSeqs: 8, maxContext: 64, maxTensorBytes: 20_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UnsupportedModelError);
+    expect((err as UnsupportedModelError).message).toMatch(/q4_k matrix \[512, 256\] exceeds the device's 20000-byte tensor limit/);
   });
 
   it.each(TEST_BACKENDS)('loads with its blocks on the device; logits equal the reference on the file weights (%s)', async (backend) => {

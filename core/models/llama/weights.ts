@@ -10,7 +10,7 @@ import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { LinearWeight } from '../../ops/matmul.ts';
-import { ModelFormatError } from '../../errors.ts';
+import { ModelFormatError, UnsupportedModelError } from '../../errors.ts';
 import { STORAGE } from '../../gpu/buffers.ts';
 import { uploadWeight } from '../../ops/quant.ts';
 import { byteLength, type DType } from '../../gpu/tensor.ts';
@@ -157,10 +157,10 @@ export class WeightUploader {
     const rowBytes = byteLength([1, cols], target);
     if (this.packer || rows * rowBytes <= this.maxTensorBytes) return [this.matrix(t)];
     if (t.kind !== 'f32' && t.kind !== 'f16') {
-      throw new Error(`a ${t.kind} matrix [${rows}, ${cols}] exceeds the device's ${this.maxTensorBytes}-byte tensor limit`);
+      throw new UnsupportedModelError(`a ${t.kind} matrix [${rows}, ${cols}] exceeds the device's ${this.maxTensorBytes}-byte tensor limit (only float matrices are split by rows)`, { rows, cols, dtype: t.kind, limit: this.maxTensorBytes });
     }
     const per = Math.floor(this.maxTensorBytes / rowBytes);
-    if (per < 1) throw new Error(`one row of a [${rows}, ${cols}] ${target} matrix exceeds the device's ${this.maxTensorBytes}-byte tensor limit`);
+    if (per < 1) throw new UnsupportedModelError(`one row of a [${rows}, ${cols}] ${target} matrix exceeds the device's ${this.maxTensorBytes}-byte tensor limit`, { rows, cols, limit: this.maxTensorBytes });
     const parts: Tensor[] = [];
     for (let r0 = 0; r0 < rows; r0 += per) {
       const n = Math.min(per, rows - r0);
