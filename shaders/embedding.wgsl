@@ -8,6 +8,10 @@
 //   VARIANT=cpu: one invocation per 4-column chunk of an output row (no workgroup memory).
 //   VARIANT=gpu: one workgroup per token, threads stride the row's chunks.
 //   B_*: binding numbers of the optional buffers (set by embedding.ts).
+//   PART=1: the table holds rows p.base .. p.base + V - 1 of a larger one (a row-split weight):
+//           ids are taken relative to p.base, and rows whose id falls outside the part are
+//           left untouched, so the parts' dispatches together write every row once (the part
+//           at base 0 runs first without PART, writing zeros for ids outside it).
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;      // [T] u32 token ids
@@ -70,7 +74,7 @@ fn tok4(r: u32, c0: u32) -> vec4<f32> {
 
 // Output row t, columns c0..c0+3.
 fn emb4(t: u32, c0: u32) -> vec4<f32> {
-  let id = ids[t];
+  let id = ids[t] - p.base;  // wraps past V for ids below base
   var v = vec4<f32>(0.0);
   if (id < p.V) { v = tok4(id, c0) * p.scale; }
   for (var k = 0u; k < 4u; k++) {
@@ -98,6 +102,9 @@ fn store4(t: u32, c0: u32, v: vec4<f32>) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let t = wid.x + wid.y * 65535u;
   if (t >= p.T) { return; }
+#if PART
+  if (ids[t] - p.base >= p.V) { return; }
+#endif
   for (var c = lid; c < (p.D + 3u) / 4u; c += WG) {
     store4(t, c * 4u, emb4(t, c * 4u));
   }
@@ -109,6 +116,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let nc = (p.D + 3u) / 4u;            // chunks per row
   let t = k / nc;
   if (t >= p.T) { return; }
+#if PART
+  if (ids[t] - p.base >= p.V) { return; }
+#endif
   let c0 = (k % nc) * 4u;
   store4(t, c0, emb4(t, c0));
 }

@@ -274,6 +274,9 @@ export const SUPPORTED_GGUF_ARCHS: Record<string, string> = {
   mistral: 'MistralForCausalLM',
   qwen2: 'Qwen2ForCausalLM',
   qwen3: 'Qwen3ForCausalLM',
+  gemma2: 'Gemma2ForCausalLM',
+  gemma3: 'Gemma3ForCausalLM',
+  phi3: 'Phi3ForCausalLM',
 };
 
 /**
@@ -289,7 +292,16 @@ export const GGUF_QK_PERMUTED_ARCHS: readonly string[] = ['llama', 'mistral'];
  * (no output.weight), q/k/v biases and q/k norms are read off the tensors
  * present; without, they default per arch (untied; qwen2 biased; qwen3 qk-norm).
  * Note: llama3 rope scaling is not in the metadata: llama.cpp stores it as a
- * `rope_freqs.weight` tensor of headDim/2 per-frequency divisors.
+ * `rope_freqs.weight` tensor of headDim/2 per-frequency divisors; Phi-3's longrope
+ * factors are tensors too (`rope_factors_short` / `_long`). openGgufWeights reads
+ * them into `ropeScaling`.
+ *
+ * Gemma 2/3 files carry no query_pre_attn_scalar nor (Gemma 3) local rope base or layer
+ * pattern: they are llama.cpp's, which fixes them per architecture (attention scale
+ * 1/sqrt(head_dim) except the 27B models' 1/sqrt(hidden/heads); Gemma 2 alternates
+ * sliding and full layers; Gemma 3 has a full layer every 6th, local rope base 10000).
+ * Their norm weights are stored with the 1 already added (convert_hf_to_gguf), so the
+ * config leaves normAddOne off.
  */
 export function ggufToDecoderConfig(md: ReadonlyMap<string, GgufValue>, tensorNames?: Iterable<string>): DecoderConfig {
   const arch = md.get('general.architecture');
@@ -347,10 +359,34 @@ export function ggufToDecoderConfig(md: ReadonlyMap<string, GgufValue>, tensorNa
   };
   const eos = [tokId('eos_token_id'), tokId('eot_token_id')].filter((x): x is number => x !== undefined);
   const ft = md.get('general.file_type');
+  const layers = req('block_count');
+  let extras: Partial<DecoderConfig> = {};
+  let hiddenAct = 'silu';
+  let slidingWindow = opt('attention.sliding_window') ?? null;
+  if (arch === 'gemma2' || arch === 'gemma3') {
+    hiddenAct = 'gelu_pytorch_tanh';
+    const big = layers === (arch === 'gemma2' ? 46 : 62); // the 27B models
+    const pattern = opt('attention.sliding_window_pattern') ?? (arch === 'gemma2' ? 2 : 6);
+    const attnSoftcap = opt('attn_logit_softcapping');
+    const finalSoftcap = opt('final_logit_softcapping');
+    extras = {
+      sandwichNorms: true,
+      embedScale: Math.fround(Math.sqrt(hiddenSize)),
+      attnScale: opt('attention.scale') ?? 1 / Math.sqrt(big ? hiddenSize / heads : headDim),
+      ...(attnSoftcap ? { attnSoftcap } : {}),
+      ...(finalSoftcap ? { finalSoftcap } : {}),
+      slidingLayers: Array.from({ length: layers }, (_, i) => (i + 1) % pattern !== 0),
+      ...(arch === 'gemma3' ? { localRope: { theta: opt('rope.freq_base_swa') ?? 10000, scaling: null } } : {}),
+    };
+    if (slidingWindow === null) extras.slidingLayers = extras.slidingLayers!.map(() => false);
+  } else if (arch === 'phi3') {
+    extras = { fusedProjections: true };
+    if (slidingWindow === 0) slidingWindow = null;
+  }
   return {
     architecture: SUPPORTED_GGUF_ARCHS[arch]!,
     hiddenSize,
-    layers: req('block_count'),
+    layers,
     heads,
     kvHeads: opt('attention.head_count_kv') ?? heads,
     headDim,
@@ -363,11 +399,12 @@ export function ggufToDecoderConfig(md: ReadonlyMap<string, GgufValue>, tensorNa
     tieEmbeddings: names ? !names.has('output.weight') : false,
     attentionBias: names ? names.has('blk.0.attn_q.bias') : arch === 'qwen2',
     qkNorm: names ? names.has('blk.0.attn_q_norm.weight') : arch === 'qwen3',
-    slidingWindow: opt('attention.sliding_window') ?? null,
-    hiddenAct: 'silu',
+    slidingWindow,
+    hiddenAct,
     bosTokenId: tokId('bos_token_id') ?? null,
     eosTokenIds: [...new Set(eos)],
     torchDtype: ft === 0 ? 'float32' : ft === 1 ? 'float16' : ft === 32 ? 'bfloat16' : null,
+    ...extras,
   };
 }
 
@@ -392,30 +429,47 @@ const GLOBAL_NAMES: [string, string][] = [
   ['output_norm', 'model.norm'],
   ['output', 'lm_head'],
 ];
-const G2H = new Map(LAYER_NAMES);
-const H2G = new Map(LAYER_NAMES.map(([g, h]) => [h, g]));
+/** Gemma 2/3: four norms per layer; `ffn_norm` is the MLP's input norm (pre_feedforward_layernorm). */
+const GEMMA_LAYER_NAMES: [string, string][] = [
+  ...LAYER_NAMES.filter(([g]) => g !== 'ffn_norm'),
+  ['attn_post_norm', 'post_attention_layernorm'],
+  ['ffn_norm', 'pre_feedforward_layernorm'],
+  ['ffn_post_norm', 'post_feedforward_layernorm'],
+];
+/** Phi-3: fused q/k/v (attn_qkv) and gate/up (ffn_up holds both, gate rows first). */
+const PHI3_LAYER_NAMES: [string, string][] = [
+  ...LAYER_NAMES.filter(([g]) => g !== 'ffn_up'),
+  ['attn_qkv', 'self_attn.qkv_proj'],
+  ['ffn_up', 'mlp.gate_up_proj'],
+];
+function layerNames(arch: string | undefined): [string, string][] {
+  return arch === 'gemma2' || arch === 'gemma3' ? GEMMA_LAYER_NAMES : arch === 'phi3' ? PHI3_LAYER_NAMES : LAYER_NAMES;
+}
 
-/** `blk.3.attn_q.bias` -> `model.layers.3.self_attn.q_proj.bias`; null for tensors with no HF equivalent (rope_freqs...). */
-export function ggufToHfName(name: string): string | null {
+/**
+ * `blk.3.attn_q.bias` -> `model.layers.3.self_attn.q_proj.bias` for the GGUF architecture
+ * `arch` (default llama naming); null for tensors with no HF equivalent (rope_freqs...).
+ */
+export function ggufToHfName(name: string, arch?: string): string | null {
   const m = /^(.*)\.(weight|bias)$/.exec(name);
   if (!m) return null;
   const [, base, kind] = m;
   const g = GLOBAL_NAMES.find(([a]) => a === base);
   if (g) return `${g[1]}.${kind}`;
   const l = /^blk\.(\d+)\.(.+)$/.exec(base!);
-  const h = l && G2H.get(l[2]!);
+  const h = l && layerNames(arch).find(([a]) => a === l[2])?.[1];
   return h ? `model.layers.${l![1]}.${h}.${kind}` : null;
 }
 
 /** Inverse of ggufToHfName. */
-export function hfToGgufName(name: string): string | null {
+export function hfToGgufName(name: string, arch?: string): string | null {
   const m = /^(.*)\.(weight|bias)$/.exec(name);
   if (!m) return null;
   const [, base, kind] = m;
   const g = GLOBAL_NAMES.find(([, b]) => b === base);
   if (g) return `${g[0]}.${kind}`;
   const l = /^model\.layers\.(\d+)\.(.+)$/.exec(base!);
-  const s = l && H2G.get(l[2]!);
+  const s = l && layerNames(arch).find(([, b]) => b === l[2])?.[0];
   return s ? `blk.${l![1]}.${s}.${kind}` : null;
 }
 

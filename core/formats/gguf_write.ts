@@ -2,7 +2,8 @@
  * GGUF v3 writer, and `hfToGguf`: an HF decoder checkpoint (DecoderConfig +
  * f32 tensors + tokenizer.json) written the way llama.cpp's convert_hf_to_gguf
  * writes it: llama-arch metadata keys, GGUF tensor names, q/k rows permuted to
- * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary.
+ * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary. Q4_K / Q6_K come
+ * from gguf_kquant_write.ts, with its fallback for rows that are not whole super-blocks.
  *
  * Used by tests (round trips, malformed-file fixtures built by editing valid
  * files) and by a future `weft convert`. Quantized types are produced with
@@ -13,13 +14,14 @@ import { ModelFormatError, UnsupportedModelError } from '../errors.ts';
 import { GGUF_VALUE_TYPES, hfToGgufName, permuteQK, type GgufValue } from './gguf.ts';
 import { encodeBF16, encodeF16, GGML_TYPES, ggmlBytes, quantizeQ4_0, quantizeQ8_0, type GgmlTypeName } from './gguf_quants.ts';
 import type { DecoderConfig } from './hf_config.ts';
+import { kquantFallback, quantizeKQuant, type KQuantWriteType } from './gguf_kquant_write.ts';
 
 /** One metadata entry: key, type ("u32", "f32", "string", "array<string>", ...), value. */
 export type GgufMetaEntry = [key: string, type: string, value: GgufValue];
 
 export type GgufTensorInput =
   /** f32 data, encoded/quantized to `type`. `shape` is PyTorch order, outermost first. */
-  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0'; data: Float32Array }
+  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K'; data: Float32Array }
   /** Already-encoded blocks of any ggml type (e.g. hand-built Q4_K). */
   | { name: string; shape: number[]; type: GgmlTypeName; raw: Uint8Array };
 
@@ -105,6 +107,8 @@ function encodeTensor(t: GgufTensorInput): Uint8Array {
     case 'BF16': return encodeBF16(t.data);
     case 'Q8_0': return quantizeQ8_0(t.data);
     case 'Q4_0': return quantizeQ4_0(t.data);
+    case 'Q4_K':
+    case 'Q6_K': return quantizeKQuant(t.type, t.data);
   }
 }
 
@@ -155,8 +159,14 @@ export interface HfToGgufOptions {
    * HF row order; written as given (q/k rows permuted for llama files), overriding `tensors`.
    */
   raw?: Map<string, { type: GgmlTypeName; raw: Uint8Array }>;
-  /** Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. */
-  type?: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0';
+  /**
+   * Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. Q8_0 / Q4_0
+   * need rows of whole 32-element blocks (else F16), Q4_K / Q6_K whole 256-element
+   * super-blocks (else kquantFallback: Q8_0, or F16).
+   */
+  type?: WeightWriteType;
+  /** Per-tensor override of `type` by HF name (e.g. Q4_K_M's Q6_K for some tensors); same fallbacks. */
+  typeOf?: (hfName: string) => WeightWriteType | undefined;
   name?: string;
   /** tokenizer.ggml.pre for byte-level BPE vocabularies (llama.cpp's pre-tokenizer id). */
   pre?: string;
@@ -167,8 +177,14 @@ const GGUF_ARCH: Record<string, string> = {
   MistralForCausalLM: 'llama', // llama.cpp converts Mistral as llama
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
+  Gemma2ForCausalLM: 'gemma2',
+  Gemma3ForCausalLM: 'gemma3',
+  Phi3ForCausalLM: 'phi3',
 };
-const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32 } as const;
+/** llama_ftype of a file whose weights are mostly of the type (Q4_K: MOSTLY_Q4_K_S). */
+const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32, Q4_K: 14, Q6_K: 18 } as const;
+
+export type WeightWriteType = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | KQuantWriteType;
 
 export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   const c = opts.config;
@@ -190,7 +206,7 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     [`${arch}.attention.layer_norm_rms_epsilon`, 'f32', c.rmsEps],
     [`${arch}.rope.freq_base`, 'f32', c.ropeTheta],
   ];
-  if (wtype === 'Q8_0' || wtype === 'Q4_0') md.push(['general.quantization_version', 'u32', 2]);
+  if (wtype !== 'F32' && wtype !== 'F16' && wtype !== 'BF16') md.push(['general.quantization_version', 'u32', 2]);
   if (c.headDim * c.heads !== c.hiddenSize) {
     md.push([`${arch}.attention.key_length`, 'u32', c.headDim], [`${arch}.attention.value_length`, 'u32', c.headDim]);
   }
@@ -198,21 +214,25 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   if (c.ropeScaling?.type === 'linear') {
     md.push([`${arch}.rope.scaling.type`, 'string', 'linear'], [`${arch}.rope.scaling.factor`, 'f32', c.ropeScaling.factor]);
   }
+  md.push(...variantMetadata(arch, c));
   md.push(...tokenizerMetadata(opts, c));
 
   const out: GgufTensorInput[] = [];
   const add = (hfName: string, data: Float32Array, shape: number[]): void => {
-    const name = hfToGgufName(hfName);
+    const name = hfToGgufName(hfName, arch);
     if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
     const cols = shape[shape.length - 1]!;
-    let type = shape.length < 2 ? 'F32' : wtype;
+    let type: WeightWriteType = shape.length < 2 ? 'F32' : (opts.typeOf?.(hfName) ?? wtype);
     if ((type === 'Q8_0' || type === 'Q4_0') && cols % 32 !== 0) type = 'F16'; // llama.cpp's fallback
-    out.push({ name, shape, type: type as 'F32', data });
+    if (type === 'Q4_K' || type === 'Q6_K') type = kquantFallback(type, cols);
+    out.push({ name, shape, type, data });
   };
   const permuted = arch === 'llama';
   for (const [hfName, t] of opts.tensors) {
     if (hfName === 'lm_head.weight' && c.tieEmbeddings) continue;
     let data = t.data;
+    // Gemma norms are stored as (w - 1) by transformers and as (1 + w) in GGUF (convert_hf_to_gguf).
+    if (c.normAddOne && /norm\.weight$/.test(hfName)) data = Float32Array.from(data, (v) => v + 1);
     const m = /\.self_attn\.(q|k)_proj\.(weight|bias)$/.exec(hfName);
     if (permuted && m) {
       const nH = m[1] === 'q' ? c.heads : c.kvHeads;
@@ -220,7 +240,7 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     }
     const r = opts.raw?.get(hfName);
     if (r) {
-      const name = hfToGgufName(hfName);
+      const name = hfToGgufName(hfName, arch);
       if (!name) throw new UnsupportedModelError(`hfToGguf: no GGUF name for tensor ${hfName}`, { tensor: hfName });
       const rows = t.shape[0]!;
       const raw = permuted && m ? permuteQK(r.raw, m[1] === 'q' ? c.heads : c.kvHeads, c.headDim, r.raw.byteLength / rows) : r.raw;
@@ -232,7 +252,40 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
   if (c.ropeScaling?.type === 'llama3') {
     out.push({ name: 'rope_freqs.weight', shape: [c.headDim / 2], type: 'F32', data: llama3RopeFactors(c) });
   }
+  if (c.ropeScaling?.type === 'longrope') {
+    const half = [c.headDim / 2];
+    out.push({ name: 'rope_factors_long.weight', shape: half, type: 'F32', data: Float32Array.from(c.ropeScaling.longFactor) });
+    out.push({ name: 'rope_factors_short.weight', shape: half, type: 'F32', data: Float32Array.from(c.ropeScaling.shortFactor) });
+  }
   return writeGguf(md, out);
+}
+
+/**
+ * Gemma 2/3 and Phi-3 keys, as convert_hf_to_gguf writes them. Two keys llama.cpp does not
+ * write for Gemma are added only where the config departs from llama.cpp's fixed values (its
+ * files then still read as llama.cpp would compute): attention.scale (query_pre_attn_scalar
+ * other than head_dim) and attention.sliding_window_pattern (other than Gemma 3's 6).
+ */
+function variantMetadata(arch: string, c: DecoderConfig): GgufMetaEntry[] {
+  const md: GgufMetaEntry[] = [];
+  if (arch === 'gemma2' || arch === 'gemma3') {
+    if (c.attnSoftcap) md.push([`${arch}.attn_logit_softcapping`, 'f32', c.attnSoftcap]);
+    if (c.finalSoftcap) md.push([`${arch}.final_logit_softcapping`, 'f32', c.finalSoftcap]);
+    const big = c.layers === (arch === 'gemma2' ? 46 : 62);
+    const rule = 1 / Math.sqrt(big ? c.hiddenSize / c.heads : c.headDim);
+    if (c.attnScale !== undefined && Math.abs(c.attnScale - rule) > 1e-7 * rule) md.push([`${arch}.attention.scale`, 'f32', c.attnScale]);
+    const sl = c.slidingLayers ?? [];
+    const period = sl.findIndex((x) => !x) + 1; // first full layer, 1-based
+    if (period > 0 && period !== (arch === 'gemma2' ? 2 : 6)) md.push([`${arch}.attention.sliding_window_pattern`, 'u32', period]);
+    if (c.localRope && c.localRope.theta !== 10000) md.push([`${arch}.rope.freq_base_swa`, 'f32', c.localRope.theta]);
+  }
+  if (arch === 'phi3' && c.ropeScaling?.type === 'longrope') {
+    md.push(
+      [`${arch}.rope.scaling.attn_factor`, 'f32', c.ropeScaling.attentionFactor],
+      [`${arch}.rope.scaling.original_context_length`, 'u32', c.ropeScaling.originalMaxPositionEmbeddings],
+    );
+  }
+  return md;
 }
 
 /** Per-frequency divisors llama.cpp stores as `rope_freqs.weight` [headDim / 2] for llama3 rope scaling. */

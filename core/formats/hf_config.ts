@@ -15,7 +15,16 @@ import { ModelFormatError, UnsupportedModelError } from '../errors.ts';
 export type RopeScaling =
   | null
   | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number };
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number }
+  /** Per-frequency divisors [headDim / 2] (llama.cpp's `rope_freqs` tensor: llama3 scaling stored in a GGUF). */
+  | { type: 'factors'; factors: number[] }
+  /**
+   * Phi-3 "longrope" (legacy "su"): per-frequency divisors, `short` for contexts up to
+   * originalMaxPositionEmbeddings and `long` beyond, and cos/sin multiplied by
+   * attentionFactor (so q.k by its square). Which set a model runs with is decided once,
+   * by its context limit (core/models/llama/variant.ts).
+   */
+  | { type: 'longrope'; shortFactor: number[]; longFactor: number[]; originalMaxPositionEmbeddings: number; attentionFactor: number };
 
 export interface DecoderConfig {
   /** HF class name, e.g. "LlamaForCausalLM". */
@@ -45,6 +54,28 @@ export interface DecoderConfig {
   eosTokenIds: number[];
   /** "float32", "bfloat16", ... as saved; null when unknown. */
   torchDtype: string | null;
+  // ---- Gemma 2 / Gemma 3 / Phi-3 (absent: the Llama behaviour) ----
+  /** Gemma: every RMSNorm weight is stored as (w - 1) and applied as (1 + w) (the loader adds the 1). */
+  normAddOne?: boolean;
+  /**
+   * Gemma 2/3: post_attention_layernorm and post_feedforward_layernorm norm the attention and
+   * MLP outputs before each residual add; pre_feedforward_layernorm is the MLP's input norm.
+   */
+  sandwichNorms?: boolean;
+  /** Multiplier of the token embeddings (Gemma: sqrt(hidden_size), rounded to the checkpoint dtype). */
+  embedScale?: number;
+  /** Multiplier of q.k (Gemma: query_pre_attn_scalar^-0.5); default 1 / sqrt(headDim). */
+  attnScale?: number;
+  /** Gemma 2 attention-logit soft-capping: score = cap * tanh(score / cap). */
+  attnSoftcap?: number;
+  /** Gemma 2 final-logit soft-capping: logit = cap * tanh(logit / cap). */
+  finalSoftcap?: number;
+  /** Per layer: whether it uses `slidingWindow` (Gemma's alternating local/global layers); absent: all layers. */
+  slidingLayers?: boolean[];
+  /** Gemma 3: the rope of the sliding (local) layers; the full layers use ropeTheta / ropeScaling. */
+  localRope?: { theta: number; scaling: RopeScaling };
+  /** Phi-3: q/k/v stored as one qkv_proj and gate/up as one gate_up_proj. */
+  fusedProjections?: boolean;
 }
 
 export const SUPPORTED_DECODERS = [
@@ -52,10 +83,16 @@ export const SUPPORTED_DECODERS = [
   'MistralForCausalLM',
   'Qwen2ForCausalLM',
   'Qwen3ForCausalLM',
+  'Gemma2ForCausalLM',
+  'Gemma3ForCausalLM',
+  'Phi3ForCausalLM',
 ] as const;
 export type DecoderArchitecture = (typeof SUPPORTED_DECODERS)[number];
 
 type Json = Record<string, unknown>;
+
+/** Gated-MLP activations the decoder implements (HF hidden_act names). */
+const DECODER_ACTS = ['silu', 'swish', 'gelu_pytorch_tanh', 'gelu_tanh', 'gelu_new', 'gelu_fast', 'gelu'];
 
 /** transformers' per-class defaults for fields a config may omit. */
 interface ArchDefaults {
@@ -73,7 +110,11 @@ interface ArchDefaults {
   eos: number | null;
   qkvBias: 'config' | true;
   qkNorm: boolean;
-  window: 'mistral' | 'qwen' | 'none';
+  window: 'mistral' | 'qwen' | 'gemma' | 'none';
+  /** rope_theta when absent (10000 unless listed). */
+  theta?: number;
+  act?: string;
+  tie?: boolean;
 }
 
 const DEFAULTS: Record<DecoderArchitecture, ArchDefaults> = {
@@ -81,6 +122,9 @@ const DEFAULTS: Record<DecoderArchitecture, ArchDefaults> = {
   MistralForCausalLM: { vocab: 32000, hidden: 4096, inter: 14336, layers: 32, heads: 32, kvHeads: 8, maxPos: 131072, bos: 1, eos: 2, qkvBias: 'config', qkNorm: false, window: 'mistral' },
   Qwen2ForCausalLM: { vocab: 151936, hidden: 4096, inter: 22016, layers: 32, heads: 32, kvHeads: 32, maxPos: 32768, bos: null, eos: null, qkvBias: true, qkNorm: false, window: 'qwen' },
   Qwen3ForCausalLM: { vocab: 151936, hidden: 4096, inter: 22016, layers: 32, heads: 32, kvHeads: 32, headDim: 128, maxPos: 32768, bos: null, eos: null, qkvBias: 'config', qkNorm: true, window: 'qwen' },
+  Gemma2ForCausalLM: { vocab: 256000, hidden: 2304, inter: 9216, layers: 26, heads: 8, kvHeads: 4, headDim: 256, maxPos: 8192, bos: 2, eos: 1, qkvBias: 'config', qkNorm: false, window: 'gemma', act: 'gelu_pytorch_tanh', tie: true },
+  Gemma3ForCausalLM: { vocab: 262208, hidden: 2304, inter: 9216, layers: 26, heads: 8, kvHeads: 4, headDim: 256, maxPos: 131072, bos: 2, eos: 1, qkvBias: 'config', qkNorm: true, window: 'gemma', theta: 1000000, act: 'gelu_pytorch_tanh', tie: true },
+  Phi3ForCausalLM: { vocab: 32064, hidden: 3072, inter: 8192, layers: 32, heads: 32, maxPos: 4096, bos: 1, eos: 32000, qkvBias: 'config', qkNorm: false, window: 'mistral' },
 };
 
 const MODEL_TYPES: Record<string, DecoderArchitecture> = {
@@ -88,6 +132,9 @@ const MODEL_TYPES: Record<string, DecoderArchitecture> = {
   mistral: 'MistralForCausalLM',
   qwen2: 'Qwen2ForCausalLM',
   qwen3: 'Qwen3ForCausalLM',
+  gemma2: 'Gemma2ForCausalLM',
+  gemma3_text: 'Gemma3ForCausalLM',
+  phi3: 'Phi3ForCausalLM',
 };
 
 // ---- typed field access ---------------------------------------------------
@@ -135,13 +182,40 @@ function asObject(v: unknown, what: string): Json {
 
 // ---- rope -----------------------------------------------------------------
 
+/** The config fields longrope reads besides rope_scaling itself. */
+export interface RopeContext {
+  maxPositions: number;
+  /** Top-level original_max_position_embeddings (Phi-3), if any. */
+  originalMaxPositions?: number;
+  headDim: number;
+}
+
+/** A list of `n` positive finite numbers under rope_scaling[key]. */
+function factorList(r: Json, key: string, n: number): number[] {
+  const v = r[key];
+  if (!Array.isArray(v) || v.length !== n || !v.every((x) => typeof x === 'number' && Number.isFinite(x) && x > 0)) {
+    bad(`rope_scaling.${key}`, `a list of ${n} positive numbers (head_dim / 2)`, v);
+  }
+  return v as number[];
+}
+
 /** rope_scaling (or v5 rope_parameters), keyed by `rope_type` or legacy `type`. */
-export function parseRopeScaling(v: unknown): RopeScaling {
+export function parseRopeScaling(v: unknown, ctx?: RopeContext): RopeScaling {
   if (v === undefined || v === null) return null;
   const r = asObject(v, 'rope_scaling');
   const type = r.rope_type ?? r.type;
   if (type === undefined || type === 'default') return null;
   if (type === 'linear') return { type: 'linear', factor: num(r, 'factor', 1) };
+  if ((type === 'longrope' || type === 'su') && ctx) {
+    // transformers' _compute_longrope_parameters: with a top-level original_max_position_embeddings
+    // (Phi-3) the scale is max_position_embeddings / original, else rope_scaling.factor.
+    const original = ctx.originalMaxPositions ?? int(r, 'original_max_position_embeddings', ctx.maxPositions);
+    const factor = ctx.originalMaxPositions !== undefined ? ctx.maxPositions / ctx.originalMaxPositions : num(r, 'factor', 1);
+    const given = r.attention_factor == null ? undefined : num(r, 'attention_factor', 1);
+    const attentionFactor = given ?? (factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original)));
+    const half = ctx.headDim / 2;
+    return { type: 'longrope', shortFactor: factorList(r, 'short_factor', half), longFactor: factorList(r, 'long_factor', half), originalMaxPositionEmbeddings: original, attentionFactor };
+  }
   if (type === 'llama3') {
     return {
       type: 'llama3',
@@ -151,7 +225,7 @@ export function parseRopeScaling(v: unknown): RopeScaling {
       originalMaxPositionEmbeddings: int(r, 'original_max_position_embeddings', 8192),
     };
   }
-  throw new UnsupportedModelError(`rope scaling type ${JSON.stringify(type)} is not supported; supported: linear, llama3`, {
+  throw new UnsupportedModelError(`rope scaling type ${JSON.stringify(type)} is not supported; supported: linear, llama3, longrope (Phi-3)`, {
     ropeType: type,
   });
 }
@@ -188,10 +262,15 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
   }
   const layers = int(c, 'num_hidden_layers', d.layers);
 
+  const maxPositions = int(c, 'max_position_embeddings', d.maxPos);
   // transformers v5 folds rope_theta into rope_parameters; accept both.
   const rp = c.rope_parameters == null ? undefined : asObject(c.rope_parameters, 'rope_parameters');
-  const ropeTheta = num(c, 'rope_theta', rp ? num(rp, 'rope_theta', 10000) : 10000);
-  const ropeScaling = parseRopeScaling(c.rope_scaling ?? rp);
+  const ropeTheta = num(c, 'rope_theta', rp ? num(rp, 'rope_theta', d.theta ?? 10000) : (d.theta ?? 10000));
+  const ropeCtx: RopeContext = { maxPositions, headDim, ...(c.original_max_position_embeddings != null ? { originalMaxPositions: int(c, 'original_max_position_embeddings', maxPositions) } : {}) };
+  const ropeScaling = parseRopeScaling(c.rope_scaling ?? rp, ropeCtx);
+  if (c.partial_rotary_factor != null && num(c, 'partial_rotary_factor', 1) !== 1) {
+    throw new UnsupportedModelError(`partial rotary (partial_rotary_factor ${String(c.partial_rotary_factor)}) is not supported`);
+  }
 
   let slidingWindow: number | null = null;
   if (d.window === 'mistral') {
@@ -210,7 +289,11 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
     slidingWindow = from === 0 ? w : null;
   }
   const lt = c.layer_types;
-  if (Array.isArray(lt)) {
+  const extras: Partial<DecoderConfig> = {};
+  if (d.window === 'gemma') {
+    Object.assign(extras, gemmaExtras(c, arch as DecoderArchitecture, hiddenSize, layers));
+    slidingWindow = extras.slidingLayers?.some((x) => x) ? int(c, 'sliding_window', 4096) : null;
+  } else if (Array.isArray(lt)) {
     const sliding = lt.filter((t) => t === 'sliding_attention').length;
     if (sliding === 0) slidingWindow = null;
     else if (sliding !== lt.length) {
@@ -218,6 +301,10 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
     } else if (slidingWindow === null) slidingWindow = int(c, 'sliding_window', 4096);
   }
 
+  const act = d.act ? str(c, 'hidden_activation', d.act)! : str(c, 'hidden_act', 'silu')!;
+  if (!DECODER_ACTS.includes(act)) {
+    throw new UnsupportedModelError(`MLP activation ${JSON.stringify(act)} is not supported; supported: ${DECODER_ACTS.join(', ')}`, { hiddenAct: act });
+  }
   return {
     architecture: arch,
     hiddenSize,
@@ -227,19 +314,92 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
     headDim,
     intermediateSize: int(c, 'intermediate_size', d.inter),
     vocabSize: int(c, 'vocab_size', d.vocab),
-    maxPositions: int(c, 'max_position_embeddings', d.maxPos),
+    maxPositions,
     rmsEps: num(c, 'rms_norm_eps', 1e-6),
     ropeTheta,
     ropeScaling,
-    tieEmbeddings: bool(c, 'tie_word_embeddings', false),
+    tieEmbeddings: bool(c, 'tie_word_embeddings', d.tie ?? false),
     attentionBias: d.qkvBias === true ? true : bool(c, 'attention_bias', false),
     qkNorm: d.qkNorm,
     slidingWindow,
-    hiddenAct: str(c, 'hidden_act', 'silu')!,
+    // Gemma names it hidden_activation (its hidden_act, if present, is ignored by transformers).
+    hiddenAct: act,
     bosTokenId: c.bos_token_id === undefined ? d.bos : c.bos_token_id === null ? null : int(c, 'bos_token_id', 0, 0),
     eosTokenIds: tokenIds(c.eos_token_id, 'eos_token_id', c.eos_token_id === null ? null : d.eos),
     torchDtype: str(c, 'torch_dtype', str(c, 'dtype', null)),
+    ...extras,
+    ...(arch === 'Phi3ForCausalLM' ? { fusedProjections: true } : {}),
   };
+}
+
+/** Round to the nearest bfloat16 (ties to even), as a scalar tensor of that dtype holds it. */
+function toBf16(v: number): number {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = ((u[0]! + 0x7fff + ((u[0]! >>> 16) & 1)) >>> 16) << 16;
+  return f[0]!;
+}
+
+/** Round a positive normal number to the nearest float16 (11 significant bits). */
+function toF16(v: number): number {
+  const q = 2 ** (Math.floor(Math.log2(v)) - 10);
+  return Math.round(v / q) * q;
+}
+
+/**
+ * Gemma 2 / Gemma 3 specifics, as transformers' Gemma2Config / Gemma3TextConfig read them:
+ * (1 + w) norms, sandwich norms, the embedding scale sqrt(hidden) (a tensor of the
+ * checkpoint's dtype in transformers, so rounded to bf16 / f16 when the weights are), the
+ * attention scale query_pre_attn_scalar^-0.5, soft-capping, and which layers slide: from
+ * layer_types when given, else Gemma 2 alternates (even layers slide) and Gemma 3 has a full
+ * layer every sliding_window_pattern (6) layers. Gemma 3's local layers use
+ * rope_local_base_freq (10000) without scaling.
+ */
+function gemmaExtras(c: Json, arch: DecoderArchitecture, hidden: number, layers: number): Partial<DecoderConfig> {
+  const gemma3 = arch === 'Gemma3ForCausalLM';
+  const dtype = str(c, 'torch_dtype', str(c, 'dtype', null));
+  const root = Math.sqrt(hidden);
+  const embedScale = dtype === 'bfloat16' ? toBf16(root) : dtype === 'float16' ? toF16(root) : Math.fround(root);
+  const lt = c.layer_types;
+  let slidingLayers: boolean[];
+  if (Array.isArray(lt)) {
+    if (lt.length !== layers || !lt.every((t) => t === 'sliding_attention' || t === 'full_attention')) bad('layer_types', `${layers} entries of "sliding_attention" / "full_attention"`, lt);
+    slidingLayers = lt.map((t) => t === 'sliding_attention');
+  } else {
+    const pattern = gemma3 ? int(c, 'sliding_window_pattern', 6) : 2;
+    slidingLayers = Array.from({ length: layers }, (_, i) => (i + 1) % pattern !== 0);
+  }
+  if (c.sliding_window === null) slidingLayers = slidingLayers.map(() => false);
+  const softcap = (key: string, dflt: number | null): number | undefined => {
+    const v = c[key] === undefined ? dflt : c[key] === null ? null : num(c, key, 0);
+    return v !== null && v > 0 ? v : undefined;
+  };
+  const attnSoftcap = softcap('attn_logit_softcapping', gemma3 ? null : 50);
+  const finalSoftcap = softcap('final_logit_softcapping', gemma3 ? null : 30);
+  return {
+    normAddOne: true,
+    sandwichNorms: true,
+    embedScale,
+    attnScale: 1 / Math.sqrt(num(c, 'query_pre_attn_scalar', 256)),
+    ...(attnSoftcap !== undefined ? { attnSoftcap } : {}),
+    ...(finalSoftcap !== undefined ? { finalSoftcap } : {}),
+    slidingLayers,
+    ...(gemma3 ? { localRope: { theta: num(c, 'rope_local_base_freq', 10000), scaling: null } } : {}),
+  };
+}
+
+/**
+ * What of a config the decode megakernel does not implement (null: plain Llama-family
+ * features only); such models take the per-op path.
+ */
+export function decoderExtras(c: DecoderConfig): string | null {
+  const f: string[] = [];
+  if (c.normAddOne || c.sandwichNorms) f.push('Gemma norms');
+  if (c.embedScale !== undefined) f.push('embedding scale');
+  if (c.attnScale !== undefined || c.attnSoftcap !== undefined || c.finalSoftcap !== undefined) f.push('attention scale / soft-capping');
+  if (c.slidingLayers || c.localRope) f.push('per-layer attention');
+  if (c.ropeScaling?.type === 'longrope') f.push('longrope');
+  return f.length ? f.join(', ') : null;
 }
 
 function parseJsonText(text: string, what: string): unknown {

@@ -10,8 +10,12 @@
  * q/k projections of llama/mistral files are un-permuted back to the
  * rotate-half row order llama.cpp's converter changed — on whole rows, so it
  * works on quantized blocks too.
+ *
+ * Rope tensors become `ropeScaling`: `rope_freqs` (llama3 scaling as per-frequency
+ * divisors) as { type: 'factors' }, Phi-3's `rope_factors_short` / `rope_factors_long`
+ * with the rope.scaling.attn_factor / original_context_length metadata as longrope.
  */
-import { UnsupportedModelError } from '../errors.ts';
+import { ModelFormatError, UnsupportedModelError } from '../errors.ts';
 import type { DecoderConfig } from '../formats/hf_config.ts';
 import { GGUF_QK_PERMUTED_ARCHS, ggufRowBytes, ggufToDecoderConfig, hfToGgufName, openGguf, unpermuteQK, type GgufValue } from '../formats/gguf.ts';
 import type { ByteSource } from '../formats/source.ts';
@@ -33,9 +37,6 @@ export interface GgufWeights {
 export async function openGgufWeights(src: ByteSource): Promise<GgufWeights> {
   const g = await openGguf(src);
   const config = ggufToDecoderConfig(g.metadata, g.tensors.keys());
-  if (g.tensors.has('rope_freqs.weight')) {
-    throw new UnsupportedModelError('GGUF files with a rope_freqs tensor (Llama 3.1+ rope scaling) are not supported yet; load the Hugging Face checkpoint instead');
-  }
   // Every tensor's type must have a kernel or a dequantizer: refuse before anything is read or allocated.
   for (const [name, t] of g.tensors) {
     if (!DEQUANTIZABLE.includes(t.type) && !kquantFromGgml(t.type)) {
@@ -44,9 +45,34 @@ export async function openGgufWeights(src: ByteSource): Promise<GgufWeights> {
   }
   const arch = String(g.metadata.get('general.architecture'));
   const permuted = GGUF_QK_PERMUTED_ARCHS.includes(arch);
+  /** A [headDim / 2] rope factor tensor as numbers (null when absent). */
+  const factors = async (name: string): Promise<number[] | null> => {
+    const t = g.tensors.get(name);
+    if (!t) return null;
+    if (t.numel !== config.headDim / 2) {
+      throw new ModelFormatError(`GGUF ${name} has ${t.numel} elements; head size ${config.headDim} needs ${config.headDim / 2}`, { tensor: name, file: 'model.gguf' });
+    }
+    const f = await g.readTensorF32(name);
+    if (!f.every((x) => Number.isFinite(x) && x > 0)) throw new ModelFormatError(`GGUF ${name} holds non-positive or non-finite factors`, { tensor: name, file: 'model.gguf' });
+    return Array.from(f);
+  };
+  const ropeFreqs = await factors('rope_freqs.weight');
+  if (ropeFreqs) config.ropeScaling = { type: 'factors', factors: ropeFreqs };
+  const short = await factors('rope_factors_short.weight');
+  const long = await factors('rope_factors_long.weight');
+  if (short || long) {
+    const num = (k: string, d: number): number => {
+      const v = g.metadata.get(`${arch}.${k}`);
+      return typeof v === 'number' ? v : d;
+    };
+    const original = num('rope.scaling.original_context_length', config.maxPositions);
+    const ratio = config.maxPositions / original;
+    const attentionFactor = num('rope.scaling.attn_factor', ratio <= 1 ? 1 : Math.sqrt(1 + Math.log(ratio) / Math.log(original)));
+    config.ropeScaling = { type: 'longrope', shortFactor: short ?? long!, longFactor: long ?? short!, originalMaxPositionEmbeddings: original, attentionFactor };
+  }
   const tokenizer = tokenizerFromGguf(Object.fromEntries(g.metadata));
   const resolve = (hf: string): string | null => {
-    const name = hfToGgufName(hf);
+    const name = hfToGgufName(hf, arch);
     return name && g.tensors.has(name) ? name : null;
   };
   const weights: WeightSource = {

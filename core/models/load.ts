@@ -96,6 +96,18 @@ export interface LoadOptions {
   onProgress?: ProgressCallback;
   /** Decode-path settings (megakernel, its weight source, decode attention): the decode plan's inputs (core/models/decode_plan.ts). */
   decode?: DecodeSettings;
+  /**
+   * Largest single device tensor in bytes (default: the adapter's maxStorageBufferBindingSize /
+   * maxBufferSize). An embedding or LM head above it is stored as row parts (Gemma's 256k
+   * vocabulary at hidden 2304 is 1.18 GB in f16, over SwiftShader's 1 GiB); tests lower it.
+   */
+  maxTensorBytes?: number;
+  /**
+   * Probe a hardware adapter's memory by allocation when no budget is configured (default
+   * true). A server planning beside running readers passes false (their buffers would make the
+   * probe fail early, and the probe would take memory from them): the default budget applies.
+   */
+  probeMemory?: boolean;
 }
 
 export interface LoadStats {
@@ -192,6 +204,12 @@ function hfStyleConfig(c: DecoderConfig): Record<string, unknown> {
     bos_token_id: c.bosTokenId,
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     ...(c.slidingWindow ? { sliding_window: c.slidingWindow } : {}),
+    hidden_act: c.hiddenAct,
+    ...(c.slidingLayers ? { layer_types: c.slidingLayers.map((x) => (x ? 'sliding_attention' : 'full_attention')) } : {}),
+    ...(c.attnSoftcap ? { attn_logit_softcapping: c.attnSoftcap } : {}),
+    ...(c.finalSoftcap ? { final_logit_softcapping: c.finalSoftcap } : {}),
+    ...(c.attnScale !== undefined ? { query_pre_attn_scalar: 1 / (c.attnScale * c.attnScale) } : {}),
+    ...(c.localRope ? { rope_local_base_freq: c.localRope.theta } : {}),
   };
 }
 
@@ -211,9 +229,9 @@ const PROBE_CAP = 256 * 2 ** 30;
 const probed = new WeakMap<GpuContext, number>();
 
 /** The device budget: configured, else a probe on hardware adapters (once per context), else the default. */
-export async function resolveBudget(ctx: GpuContext, configured?: number): Promise<DeviceBudget> {
+export async function resolveBudget(ctx: GpuContext, configured?: number, probe = true): Promise<DeviceBudget> {
   if (configured && configured > 0) return deviceBudget(describeAdapter(ctx.gpu), configured);
-  if (ctx.gpu.info.isCpu) return deviceBudget(describeAdapter(ctx.gpu));
+  if (ctx.gpu.info.isCpu || !probe) return deviceBudget(describeAdapter(ctx.gpu));
   let p = probed.get(ctx);
   if (p === undefined) probed.set(ctx, (p = await probeDeviceMemory(ctx.device, PROBE_CAP)));
   return deviceBudget(describeAdapter(ctx.gpu, p));
@@ -276,7 +294,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   // and the plan — checked before any allocation with the weights estimated from the headers,
   // then sized with the weights' real bytes (memory_plan.ts).
   const adapter = describeAdapter(ctx.gpu);
-  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes);
+  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes, opts.probeMemory ?? true);
   const planFor = (weightBytes: number): MemoryPlan =>
     planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
   // The decode plan, resolved once: kernels per op, storage, the megakernel's mode and tuning.
@@ -350,7 +368,7 @@ export async function loadDecoderModel(ctx: GpuContext, ms: ModelSource, opts: L
   const { blockSize, maxSeqs, maxBlocksPerSeq, kvDtype, maxTokens, logitRows, dtype, pack, floatAs, planFor, maxContext, plan } = await prepareDecoder(ctx, o, opts);
   const t0 = Date.now();
   const progress = withProgress(weights, cfg.layers, startedAt, opts.onProgress);
-  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host });
+  const w = await loadLlamaWeights(ctx, cfg, progress.src, dtype, { pack, autoFloat: floatAs, host, ...(opts.maxTensorBytes ? { maxTensorBytes: opts.maxTensorBytes } : {}) });
   progress.finish();
   let memoryPlan: MemoryPlan;
   try {

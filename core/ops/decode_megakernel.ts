@@ -38,7 +38,7 @@
  * texture from a texture), `on` (any adapter,
  * any size that fits a binding), `off`.
  */
-import type { DecoderConfig } from '../formats/hf_config.ts';
+import { decoderExtras, type DecoderConfig } from '../formats/hf_config.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { isLlvmpipe, isSwiftShader, type GpuInfo } from '../gpu/device.ts';
 import { copyRowsToTexture, type Recorder, type TextureBinding } from '../gpu/recorder.ts';
@@ -218,6 +218,8 @@ export function megakernelSupport(ctx: Pick<GpuContext, 'gpu' | 'variant'>, cfg:
   if (cfg.hiddenSize % 4 !== 0 || cfg.headDim % 4 !== 0) return 'hidden size and head dim must be multiples of 4';
   if (cfg.heads % cfg.kvHeads !== 0) return 'heads not a multiple of kv heads';
   if (cfg.hiddenAct !== 'silu') return `activation ${cfg.hiddenAct} (the megakernel is SiLU-gated)`;
+  const extras = decoderExtras(cfg);
+  if (extras) return `${extras} (the megakernel runs the Llama layer only)`;
   const smem = megakernelSmem(cfg).vec4s * 16 + MEGAKERNEL_FIXED_SMEM_BYTES; // one token row
 
   if (smem > lim.maxComputeWorkgroupStorageSize) return `activations need ${smem} B of workgroup memory > ${lim.maxComputeWorkgroupStorageSize}`;

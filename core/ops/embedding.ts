@@ -20,10 +20,19 @@ const layout = uniformLayout([
   ['P', 'u32'], // posTable rows
   ['TT', 'u32'], // typeTable rows
   ['scale', 'f32'], // token-row multiplier
+  ['base', 'u32'], // first table row's token id (row-split tables; else 0)
 ] as const);
 
 export interface EmbeddingOptions {
   scale?: number;
+  /**
+   * Row-split tables (a vocabulary too large for one storage binding): `table` holds token ids
+   * base .. base + V - 1. Run the part at base 0 first without `part` (it writes every row,
+   * zeros for ids outside it), then each other part with `part: true`, which writes only the
+   * rows whose ids it holds.
+   */
+  base?: number;
+  part?: boolean;
   positions?: Tensor;
   posTable?: Tensor;
   typeIds?: Tensor;
@@ -42,6 +51,7 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
   const pos = !!opts.posTable;
   const type = !!opts.typeTable;
   if (pos !== !!opts.positions || type !== !!opts.typeIds) throw new Error('embedding: positions/posTable and typeIds/typeTable come in pairs');
+  if (opts.part && (pos || type || !opts.base)) throw new Error('embedding: a table part (base > 0) takes no position or type rows');
   for (const t of [opts.posTable, opts.typeTable]) if (t && t.shape[t.shape.length - 1] !== D) throw new Error(`embedding: extra table width ${t.shape} != ${D}`);
 
   if (T === 0) return; // nothing to gather (and zero-sized bindings are invalid)
@@ -58,7 +68,7 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
   const WG = 64;
   const kernel = await rec.ctx.pipelines.get({
     shader: 'embedding',
-    defines: { WG, VARIANT: variant, DTYPE: table.dtype, KQ: table.dtype, POS: pos, TYPE: type, B_POS, B_PT, B_TY, B_TT, B_OUT },
+    defines: { WG, VARIANT: variant, DTYPE: table.dtype, KQ: table.dtype, POS: pos, TYPE: type, PART: !!opts.part, B_POS, B_PT, B_TY, B_TT, B_OUT },
     layout,
   });
   const params = {
@@ -66,6 +76,7 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
     P: pos ? numel(opts.posTable!.shape) / D : 0,
     TT: type ? numel(opts.typeTable!.shape) / D : 0,
     scale: opts.scale ?? 1,
+    base: opts.base ?? 0,
   };
   rec.dispatch(kernel, params, bound, grid1d(variant === 'gpu' ? T : ceilDiv(T * ceilDiv(D, 4), WG)));
 }

@@ -17,7 +17,9 @@ import type { Variant } from './variant.ts';
 
 export type RopeScaling =
   | { type: 'linear'; factor: number }
-  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number };
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositionEmbeddings: number }
+  /** Per-frequency divisors [rotaryDim / 2]: GGUF rope_freqs (llama3), Phi-3 longrope factors. */
+  | { type: 'factors'; factors: readonly number[] };
 
 export interface RopeOptions {
   tokens: number;
@@ -44,7 +46,8 @@ export type RopeFreqOptions = Pick<RopeOptions, 'headDim' | 'rotaryDim' | 'theta
 /**
  * Inverse frequencies [rotaryDim/2] (radians per position), computed in f64 and
  * rounded once to f32: theta^(-2i/rotaryDim), then scaled as HF transformers'
- * `_compute_linear_scaling_rope_parameters` / `_compute_llama3_parameters`.
+ * `_compute_linear_scaling_rope_parameters` / `_compute_llama3_parameters`, or divided by
+ * per-frequency factors (`_compute_longrope_parameters`; llama.cpp's rope_freqs tensor).
  */
 export function ropeInvFreq(opts: RopeFreqOptions): Float32Array {
   const dim = opts.rotaryDim ?? opts.headDim;
@@ -54,6 +57,7 @@ export function ropeInvFreq(opts: RopeFreqOptions): Float32Array {
   for (let i = 0; i < half; i++) {
     let f = 1 / opts.theta ** ((2 * i) / dim);
     if (sc?.type === 'linear') f /= sc.factor;
+    else if (sc?.type === 'factors') f /= sc.factors[i]!;
     else if (sc?.type === 'llama3') {
       const lowWavelen = sc.originalMaxPositionEmbeddings / sc.lowFreqFactor;
       const highWavelen = sc.originalMaxPositionEmbeddings / sc.highFreqFactor;

@@ -9,7 +9,8 @@ Regenerate (from the repository root; needs PyTorch >= 1.13, NOT transformers):
 
 Writes test/fixtures/decoders/<arch>/{config.json, model.safetensors,
 tokenizer.json, tokenizer_config.json, golden.json} for <arch> in llama,
-mistral, qwen2, qwen3. Output is deterministic: fixed seeds, a fixed prompt,
+mistral, qwen2, qwen3, gemma2, gemma3, phi3 (forward()'s docstring lists the
+Gemma and Phi-3 semantics; Phi-3's file stores q/k/v and gate/up fused). Output is deterministic: fixed seeds, a fixed prompt,
 float32 weights drawn with torch's CPU generator, goldens computed in float64.
 
 Each model is an independent PyTorch implementation of the Hugging Face
@@ -146,7 +147,56 @@ ARCHS = {
         tie_word_embeddings=False,
     ),
 }
-SEEDS = {"llama": 1001, "mistral": 2002, "qwen2": 3003, "qwen3": 4004}
+GEMMA = dict(
+    COMMON,
+    intermediate_size=64,
+    head_dim=16,  # != hidden_size / heads = 8, as Gemma 2 2B (8 x 256 != 2304)
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    hidden_activation="gelu_pytorch_tanh",
+    query_pre_attn_scalar=24,  # != head_dim: the scale is query_pre_attn_scalar^-0.5
+    sliding_window=6,  # < the 12-token prompt
+    tie_word_embeddings=True,
+    attention_bias=False,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+ARCHS["gemma2"] = dict(
+    GEMMA,
+    architectures=["Gemma2ForCausalLM"],
+    model_type="gemma2",
+    # Caps scaled down with the model so they bind: scores and logits of a 32-wide random
+    # model are O(1)-O(10), far below Gemma 2's 50 / 30.
+    attn_logit_softcapping=2.0,
+    final_logit_softcapping=15.0,
+)
+ARCHS["gemma3"] = dict(
+    GEMMA,
+    architectures=["Gemma3ForCausalLM"],
+    model_type="gemma3_text",
+    rope_theta=1000000.0,
+    rope_local_base_freq=10000.0,
+    rope_scaling={"rope_type": "linear", "factor": 8.0},  # as Gemma 3 4B+ (global layers only)
+    sliding_window_pattern=2,  # layer 0 local, layer 1 global (Gemma 3 uses 6)
+    attn_logit_softcapping=None,
+    final_logit_softcapping=None,
+)
+ARCHS["phi3"] = dict(
+    COMMON,
+    architectures=["Phi3ForCausalLM"],
+    model_type="phi3",
+    intermediate_size=64,
+    rms_norm_eps=1e-5,
+    rope_theta=10000.0,
+    max_position_embeddings=256,
+    original_max_position_embeddings=64,  # factor 4: attention factor sqrt(1 + ln 4 / ln 64)
+    # longrope as Phi-3 128k configs write it (legacy type name "su" means the same).
+    rope_scaling={"type": "longrope", "short_factor": [1.0, 1.25, 2.5, 3.75], "long_factor": [1.5, 4.0, 9.0, 20.0]},
+    sliding_window=2047,  # as Phi-3-mini-4k (wider than any test prompt)
+    tie_word_embeddings=False,
+    pad_token_id=2,
+)
+SEEDS = {"llama": 1001, "mistral": 2002, "qwen2": 3003, "qwen3": 4004, "gemma2": 5005, "gemma3": 6006, "phi3": 7007}
 
 
 # ---- config helpers -----------------------------------------------------------------
@@ -161,11 +211,24 @@ def has_qkv_bias(c):
 
 
 def has_qk_norm(c):
-    return c["model_type"] == "qwen3"
+    return c["model_type"] in ("qwen3", "gemma3_text")
+
+
+def is_gemma(c):
+    return c["model_type"] in ("gemma2", "gemma3_text")
+
+
+def layer_slides(c, l):
+    """Gemma 2: even layers slide; Gemma 3: all but every sliding_window_pattern-th."""
+    if c["model_type"] == "gemma2":
+        return l % 2 == 0
+    if c["model_type"] == "gemma3_text":
+        return (l + 1) % c.get("sliding_window_pattern", 6) != 0
+    return True
 
 
 def sliding_window(c):
-    if c["model_type"] == "mistral":
+    if c["model_type"] in ("mistral", "phi3") or is_gemma(c):
         return c.get("sliding_window")
     if c["model_type"] in ("qwen2", "qwen3") and c.get("use_sliding_window", False):
         return c.get("sliding_window")
@@ -188,9 +251,12 @@ def make_weights(c, seed):
         return randn(out_f, in_f, std=1.0 / math.sqrt(in_f))
 
     def norm(n):
-        return (1.0 + randn(n, std=0.2)).contiguous()
+        # Gemma stores (w - 1) and multiplies by (1 + w).
+        return randn(n, std=0.2) if is_gemma(c) else (1.0 + randn(n, std=0.2)).contiguous()
 
-    w = {"model.embed_tokens.weight": randn(V, D)}
+    # Gemma scales embeddings by sqrt(hidden) on the way in: drawn smaller so the tied head's
+    # logits stay within reach of the final soft-cap rather than saturating it.
+    w = {"model.embed_tokens.weight": randn(V, D, std=0.35 if is_gemma(c) else 1.0)}
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
         w[p + "input_layernorm.weight"] = norm(D)
@@ -206,16 +272,41 @@ def make_weights(c, seed):
             w[p + "self_attn.k_norm.weight"] = norm(hd)
         w[p + "self_attn.o_proj.weight"] = linear(D, H * hd)
         w[p + "post_attention_layernorm.weight"] = norm(D)
+        if is_gemma(c):
+            w[p + "pre_feedforward_layernorm.weight"] = norm(D)
+            w[p + "post_feedforward_layernorm.weight"] = norm(D)
         w[p + "mlp.gate_proj.weight"] = linear(I, D)
         w[p + "mlp.up_proj.weight"] = linear(I, D)
         w[p + "mlp.down_proj.weight"] = linear(D, I)
     # Final norm weights of both signs: with tied embeddings and weights near 1, the last
     # hidden state of a random 2-layer model is dominated by the current token's embedding
     # and greedy decoding just repeats the last token; signed weights break that attractor.
-    w["model.norm.weight"] = randn(D)
+    # (Gemma: the stored value is w - 1, so subtract 1 for the same signed effective weights.)
+    w["model.norm.weight"] = randn(D, std=2.0) - 1.0 if is_gemma(c) else randn(D)
     if not c["tie_word_embeddings"]:
         w["lm_head.weight"] = randn(V, D, std=1.0)
     return w
+
+
+def checkpoint_tensors(c, w):
+    """The tensors as the architecture's checkpoints name them: Phi-3 fuses q/k/v and gate/up."""
+    if c["model_type"] != "phi3":
+        return w
+    out = {}
+    for n, t in w.items():
+        m = n.rsplit(".", 2)
+        if n.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight", "mlp.up_proj.weight")):
+            continue
+        if n.endswith("self_attn.q_proj.weight"):
+            p = n[: -len("self_attn.q_proj.weight")]
+            out[p + "self_attn.qkv_proj.weight"] = torch.cat([t, w[p + "self_attn.k_proj.weight"], w[p + "self_attn.v_proj.weight"]], 0)
+        elif n.endswith("mlp.gate_proj.weight"):
+            p = n[: -len("mlp.gate_proj.weight")]
+            out[p + "mlp.gate_up_proj.weight"] = torch.cat([t, w[p + "mlp.up_proj.weight"]], 0)
+        else:
+            out[n] = t
+        del m
+    return out
 
 
 def write_safetensors(path, tensors):
@@ -251,6 +342,14 @@ def rope_inv_freq(c):
     if rs is None:
         return inv_freq
     kind = rs.get("rope_type", rs.get("type"))
+    if kind == "linear":
+        return inv_freq / rs["factor"]
+    if kind in ("longrope", "su"):
+        # _compute_longrope_parameters: inv_freq = 1 / (ext_factors * base^(2i/dim)); the factor
+        # set is chosen by the caller through c["_longrope"] ("short" / "long").
+        ext = torch.tensor(rs["long_factor" if c.get("_longrope") == "long" else "short_factor"], dtype=torch.float32)
+        inv_freq_shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+        return 1.0 / (ext * base**inv_freq_shape)
     assert kind == "llama3", kind
     factor = rs["factor"]
     low_freq_factor = rs["low_freq_factor"]
@@ -270,6 +369,18 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+def longrope_attention_factor(c):
+    """_compute_longrope_parameters' default attention factor (Phi-3: from the max positions ratio)."""
+    rs = c.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) not in ("longrope", "su"):
+        return 1.0
+    if rs.get("attention_factor") is not None:
+        return rs["attention_factor"]
+    orig = c["original_max_position_embeddings"]
+    factor = c["max_position_embeddings"] / orig
+    return 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig))
+
+
 def rotate_half(x):
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
@@ -279,34 +390,62 @@ def forward(c, W, ids, dtype=torch.float64, disable=()):
     """Logits [T, V] for token ids `ids` (one sequence, positions 0..T-1).
 
     `disable` switches a feature off, only to prove the fixture depends on it:
-    "window", "rope_scaling", "qk_norm", "bias".
+    "window", "rope_scaling", "qk_norm", "bias", "softcap", "sandwich", "embed_scale".
+
+    Gemma (modeling_gemma2 / modeling_gemma3): RMSNorm by (1 + w); embeddings times
+    sqrt(hidden) as a tensor of the weights' dtype (float32 here); scale
+    query_pre_attn_scalar^-0.5; attention logits soft-capped before the mask; sliding
+    window on the sliding layers only; Gemma 3 local layers use rope_local_base_freq
+    without scaling; post-attention / pre- and post-feedforward norms; gelu(tanh)-gated
+    MLP; final logits soft-capped. Phi-3 (modeling_phi3): longrope inv_freq with cos/sin
+    times the attention factor.
     """
     w = {k: v.to(dtype) for k, v in W.items()}
     D = c["hidden_size"]
     H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], head_dim(c)
     eps = c["rms_norm_eps"]
     T = len(ids)
+    gemma = is_gemma(c)
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+    if gemma and "embed_scale" not in disable:
+        x = x * torch.tensor(D**0.5, dtype=torch.float32).to(dtype)
+
+    def norm_w(n):
+        return 1.0 + w[n] if gemma else w[n]
 
     cc = dict(c)
     if "rope_scaling" in disable:
         cc["rope_scaling"] = None
-    inv = rope_inv_freq(cc).to(dtype)
-    freqs = torch.arange(T, dtype=dtype)[:, None] * inv[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]
-    cos, sin = emb.cos(), emb.sin()
+
+    def cos_sin(cfg):
+        inv = rope_inv_freq(cfg).to(dtype)
+        freqs = torch.arange(T, dtype=dtype)[:, None] * inv[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]
+        af = longrope_attention_factor(cfg)
+        return emb.cos() * af, emb.sin() * af
+
+    cos_g, sin_g = cos_sin(cc)
+    if c["model_type"] == "gemma3_text":
+        cos_l, sin_l = cos_sin(dict(cc, rope_theta=c["rope_local_base_freq"], rope_scaling=None))
+    else:
+        cos_l, sin_l = cos_g, sin_g
 
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
-    allowed = j <= i
+    causal = j <= i
     win = None if "window" in disable else sliding_window(c)
-    if win is not None:
-        allowed = allowed & (j > i - win)
+    scaling = c["query_pre_attn_scalar"] ** -0.5 if gemma else hd**-0.5
+    cap = None if "softcap" in disable else c.get("attn_logit_softcapping")
+    sandwich = gemma and "sandwich" not in disable
+    act = (lambda v: torch.nn.functional.gelu(v, approximate="tanh")) if gemma else torch.nn.functional.silu
 
     bias = has_qkv_bias(c) and "bias" not in disable
     for l in range(c["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        local = layer_slides(c, l)  # the layer's type: its rope (Gemma 3) and its window
+        allowed = causal & (j > i - win) if win is not None and local else causal
+        cos, sin = (cos_l, sin_l) if local else (cos_g, sin_g)
+        h = rms_norm(x, norm_w(p + "input_layernorm.weight"), eps)
         q = h @ w[p + "self_attn.q_proj.weight"].T
         k = h @ w[p + "self_attn.k_proj.weight"].T
         v = h @ w[p + "self_attn.v_proj.weight"].T
@@ -318,24 +457,36 @@ def forward(c, W, ids, dtype=torch.float64, disable=()):
         k = k.view(T, KV, hd).transpose(0, 1)
         v = v.view(T, KV, hd).transpose(0, 1)
         if has_qk_norm(c) and "qk_norm" not in disable:
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+            q = rms_norm(q, norm_w(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, norm_w(p + "self_attn.k_norm.weight"), eps)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // KV, dim=0)  # repeat_kv
         v = v.repeat_interleave(H // KV, dim=0)
-        scores = (q @ k.transpose(1, 2)) * (hd ** -0.5)
+        scores = (q @ k.transpose(1, 2)) * scaling
+        if cap is not None:
+            scores = torch.tanh(scores / cap) * cap
         scores = scores.masked_fill(~allowed, float("-inf"))
         att = torch.softmax(scores, dim=-1) @ v  # [H, T, hd]
         att = att.transpose(0, 1).reshape(T, H * hd)
-        x = x + att @ w[p + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        o = att @ w[p + "self_attn.o_proj.weight"].T
+        if sandwich:
+            x = x + rms_norm(o, norm_w(p + "post_attention_layernorm.weight"), eps)
+            h = rms_norm(x, norm_w(p + "pre_feedforward_layernorm.weight"), eps)
+        else:
+            x = x + o
+            h = rms_norm(x, norm_w(p + "post_attention_layernorm.weight"), eps)
         gate = h @ w[p + "mlp.gate_proj.weight"].T
         up = h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, w["model.norm.weight"], eps)
+        m = (act(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        x = x + (rms_norm(m, norm_w(p + "post_feedforward_layernorm.weight"), eps) if sandwich else m)
+    x = rms_norm(x, norm_w("model.norm.weight"), eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
-    return x @ head.T
+    logits = x @ head.T
+    fcap = None if "softcap" in disable else c.get("final_logit_softcapping")
+    if fcap is not None:
+        logits = torch.tanh(logits / fcap) * fcap
+    return logits
 
 
 def top2_gap(v):
@@ -377,16 +528,19 @@ def build(name, c):
     assert d32 < 1e-3, (name, d32)
     # Each fixture exercises its feature: turning it off moves the logits.
     for feat, applies in (
-        ("window", sliding_window(c) is not None),
+        ("window", sliding_window(c) is not None and sliding_window(c) < len(PROMPT_IDS)),
         ("rope_scaling", c.get("rope_scaling") is not None),
         ("qk_norm", has_qk_norm(c)),
         ("bias", has_qkv_bias(c)),
+        ("softcap", c.get("attn_logit_softcapping") is not None or c.get("final_logit_softcapping") is not None),
+        ("sandwich", is_gemma(c)),
+        ("embed_scale", is_gemma(c)),
     ):
         if applies:
             delta = float((forward(c, W, PROMPT_IDS, disable=(feat,)) - logits).abs().max())
             assert delta > 0.1, (name, feat, delta)
             print(f"  {name}: disabling {feat} moves logits by up to {delta:.3f}")
-    if sliding_window(c) is not None:
+    if sliding_window(c) is not None and sliding_window(c) < len(PROMPT_IDS):
         # Positions inside the first window are unaffected by it.
         d = (forward(c, W, PROMPT_IDS, disable=("window",)) - logits)[: sliding_window(c)].abs().max()
         assert float(d) < 1e-9, d
@@ -394,11 +548,11 @@ def build(name, c):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
     lead = ("architectures", "model_type")
-    cfg = {**{k: c[k] for k in lead}, **{k: v for k, v in c.items() if k not in lead}}
+    cfg = {**{k: c[k] for k in lead}, **{k: v for k, v in c.items() if k not in lead and not k.startswith("_")}}
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
-    write_safetensors(os.path.join(d, "model.safetensors"), W)
+    write_safetensors(os.path.join(d, "model.safetensors"), checkpoint_tensors(c, W))
     for fn in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(TOKENIZER_DIR, fn), os.path.join(d, fn))
     golden = {
@@ -415,6 +569,13 @@ def build(name, c):
         "greedy_min_margin": round(min(margins), 4),
         "logit_absmax": round(float(logits.abs().max()), 4),
     }
+    if c["model_type"] == "phi3":
+        # The long factor set (what a model run with a context beyond
+        # original_max_position_embeddings uses from position 0): last prompt position.
+        long = forward(dict(c, _longrope="long"), W, PROMPT_IDS)
+        golden["logits_long_last"] = [sig(float(v)) for v in long[-1]]
+        delta = float((long - logits).abs().max())
+        assert delta > 0.1, ("longrope long vs short", delta)
     with open(os.path.join(d, "golden.json"), "w") as f:
         f.write("{\n")
         items = list(golden.items())

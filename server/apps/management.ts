@@ -16,6 +16,7 @@ import { parseScaling } from '../readers/scaling.ts';
 import { parseReaderSpec } from '../readers/spec.ts';
 import type { Service } from '../service.ts';
 import { healthz } from './health.ts';
+import { planModel } from '../models/plan.ts';
 
 const ReaderSummary = z.object({
   reader_id: z.string(),
@@ -88,6 +89,22 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
     });
     return c.json(svc.readers.summary(r), 201);
   });
+
+  spec.add({
+    method: 'get',
+    path: '/memory_plan',
+    summary:
+      "The device memory plan of a model on this server's GPU, from its headers (nothing is loaded): weights, activations, reserve, KV pool and the tokens of context it holds. A model that cannot fit: 507 model_too_large with every number in details",
+    query: {
+      model: 'a model directory or .gguf file on the server (required)',
+      max_context: 'context limit in tokens (default: the model\'s)',
+      max_seqs: 'sequences the KV pool is sized for (default 16, as a reader)',
+      dtype: 'auto (default), f32, f16, q8_0, q4_0',
+      kv_cache_dtype: 'f32 (default) or q8',
+      gpu_memory: 'device memory budget in bytes (default: WEFT_GPU_MEMORY, else the adapter default)',
+    },
+  });
+  app.get('/memory_plan', async (c) => c.json(await planModel(c.req.query(), svc.config.backend, process.env)));
 
   spec.add({ method: 'get', path: '/reader/{reader_id}', summary: 'One reader with its state', response: ReaderSummary });
   app.get('/reader/:reader_id', (c) => c.json(svc.readers.summary(svc.readers.get(c.req.param('reader_id')))));

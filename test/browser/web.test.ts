@@ -12,6 +12,7 @@ import { mkdir } from 'node:fs/promises';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFERENCE_IDS } from '../models/stories260k.fixture.ts';
+import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { launch, type Browser } from './harness.ts';
 import { startWebService, type WebService } from './web_service.ts';
 
@@ -153,6 +154,30 @@ describe('web app (headless chromium, real server)', () => {
     await page.click('tr[data-reader-id="ui-reader"] >> text=Delete');
     await page.waitForSelector('tr[data-reader-id="ui-reader"]', { state: 'detached' });
     expect(web.svc.readers.all().map((r) => r.readerId)).toEqual(['primary-0']);
+    expect(errorsIn(browser)).toEqual([]);
+  });
+
+  it("the memory calculator plans a model on the server's GPU, and shows a refusal with its numbers", async () => {
+    const { browser } = await ready();
+    const { page } = browser;
+    await page.goto(`${(await ready()).web.page}#/readers`);
+    await fill(page, { '#mp-model': DEFAULT_MODEL_DIR, '#mc-context': '256', '#mc-batch': '4' });
+    await page.click('#mp-run');
+    await page.waitForSelector('#mp-fits');
+    expect(await text(page, '#mp-seqs')).toBe('4 sequences of 256 tokens');
+    expect(await text(page, '#mp-weights')).toMatch(/MiB$/);
+    // A 1 MiB budget (the operator's WEFT_GPU_MEMORY) cannot hold it: the refusal and its numbers.
+    process.env.WEFT_GPU_MEMORY = String(2 ** 20);
+    try {
+      await page.click('#mp-run');
+      await page.waitForSelector('#mp-refused');
+    } finally {
+      delete process.env.WEFT_GPU_MEMORY;
+    }
+    expect(await text(page, '#mp-refused')).toMatch(/does not fit/);
+    expect(await text(page, '#mp-budget')).toBe('1.0 MiB (configured)');
+    expect(await text(page, '#mp-min-kv')).toMatch(/MiB$/);
+    await shot(page, 'memory-plan');
     expect(errorsIn(browser)).toEqual([]);
   });
 

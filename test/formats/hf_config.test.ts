@@ -149,8 +149,56 @@ describe('parseDecoderConfig', () => {
     expect(() => parseDecoderConfig(mixed)).toThrow(/mixing sliding and full/);
   });
 
+  it('Gemma 2 (gemma-2-2b config): sandwich norms, soft-caps, alternating sliding layers, bf16 embedding scale', () => {
+    const c = parseDecoderConfig({
+      architectures: ['Gemma2ForCausalLM'], model_type: 'gemma2', hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26,
+      num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_act: 'gelu_pytorch_tanh', hidden_activation: 'gelu_pytorch_tanh',
+      query_pre_attn_scalar: 256, sliding_window: 4096, final_logit_softcapping: 30.0, attn_logit_softcapping: 50.0, torch_dtype: 'float32',
+      vocab_size: 256000, max_position_embeddings: 8192, rms_norm_eps: 1e-6, rope_theta: 10000.0, bos_token_id: 2, eos_token_id: 1,
+    });
+    expect(c).toMatchObject({ headDim: 256, tieEmbeddings: true, normAddOne: true, sandwichNorms: true, attnSoftcap: 50, finalSoftcap: 30, slidingWindow: 4096, hiddenAct: 'gelu_pytorch_tanh' });
+    expect(c.attnScale).toBeCloseTo(1 / 16, 12);
+    expect(c.embedScale).toBe(48); // sqrt(2304), exact
+    expect(c.slidingLayers!.slice(0, 4)).toEqual([true, false, true, false]);
+    expect(c.slidingLayers!.length).toBe(26);
+    // sqrt(2048) = 45.2548... is rounded to the checkpoint's dtype as transformers' normalizer tensor is.
+    expect(parseDecoderConfig({ model_type: 'gemma2', hidden_size: 2048, torch_dtype: 'bfloat16' }).embedScale).toBe(45.25);
+    // Soft-capping off when null.
+    const off = parseDecoderConfig({ model_type: 'gemma2', final_logit_softcapping: null, attn_logit_softcapping: null });
+    expect([off.attnSoftcap, off.finalSoftcap]).toEqual([undefined, undefined]);
+  });
+
+  it('Gemma 3 text: local rope base, q/k norms, a global layer every sliding_window_pattern layers, no soft-caps', () => {
+    const c = parseDecoderConfig({
+      architectures: ['Gemma3ForCausalLM'], model_type: 'gemma3_text', num_hidden_layers: 12, sliding_window: 512, sliding_window_pattern: 6,
+      rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 }, query_pre_attn_scalar: 256,
+    });
+    expect(c).toMatchObject({ qkNorm: true, slidingWindow: 512, ropeTheta: 1000000, ropeScaling: { type: 'linear', factor: 8 }, localRope: { theta: 10000, scaling: null } });
+    expect(c.slidingLayers).toEqual([true, true, true, true, true, false, true, true, true, true, true, false]);
+    expect([c.attnSoftcap, c.finalSoftcap]).toEqual([undefined, undefined]);
+    // layer_types (newer configs) win over the pattern.
+    const lt = ['full_attention', 'sliding_attention'];
+    expect(parseDecoderConfig({ model_type: 'gemma3_text', num_hidden_layers: 2, layer_types: lt }).slidingLayers).toEqual([false, true]);
+  });
+
+  it('Phi-3: fused projections; longrope factors and attention factor as transformers computes them', () => {
+    const mini4k = parseDecoderConfig({ architectures: ['Phi3ForCausalLM'], hidden_size: 3072, num_hidden_layers: 32, num_attention_heads: 32, sliding_window: 2047, rope_scaling: null });
+    expect(mini4k).toMatchObject({ fusedProjections: true, kvHeads: 32, headDim: 96, slidingWindow: 2047, ropeScaling: null, eosTokenIds: [32000], vocabSize: 32064 });
+    const short = Array.from({ length: 48 }, (_, i) => 1 + i / 100);
+    const long = Array.from({ length: 48 }, (_, i) => 1 + i);
+    const c = parseDecoderConfig({
+      architectures: ['Phi3ForCausalLM'], hidden_size: 3072, num_attention_heads: 32, max_position_embeddings: 131072, original_max_position_embeddings: 4096,
+      rope_scaling: { type: 'su', short_factor: short, long_factor: long },
+    });
+    expect(c.ropeScaling).toMatchObject({ type: 'longrope', originalMaxPositionEmbeddings: 4096, shortFactor: short, longFactor: long });
+    expect((c.ropeScaling as { attentionFactor: number }).attentionFactor).toBeCloseTo(Math.sqrt(1 + Math.log(32) / Math.log(4096)), 12);
+    const wrong = { architectures: ['Phi3ForCausalLM'], hidden_size: 3072, num_attention_heads: 32, rope_scaling: { type: 'longrope', short_factor: [1], long_factor: long } };
+    expect(() => parseDecoderConfig(wrong)).toThrow(/short_factor must be a list of 48/);
+    expect(() => parseDecoderConfig({ model_type: 'phi3', partial_rotary_factor: 0.75 })).toThrow(UnsupportedModelError);
+  });
+
   it('unsupported architectures list the supported ones', () => {
-    for (const cfg of [{ architectures: ['GemmaForCausalLM'] }, { model_type: 'phi3' }, {}]) {
+    for (const cfg of [{ architectures: ['GemmaForCausalLM'] }, { model_type: 'phi' }, {}]) {
       const e = thrown(() => parseDecoderConfig(cfg));
       expect(e).toBeInstanceOf(UnsupportedModelError);
       expect((e as UnsupportedModelError).code).toBe('model_unsupported');

@@ -16,7 +16,15 @@ import type { StepInputs } from '../../core/models/step.ts';
 import { dirSource } from '../../server/fs_source.ts';
 
 export const DECODER_FIXTURES = ['llama', 'mistral', 'qwen2', 'qwen3'] as const;
-export type DecoderFixture = (typeof DECODER_FIXTURES)[number];
+/** Gemma 2 / Gemma 3 / Phi-3 fixtures (the same generator; checked by architectures.test.ts). */
+export const VARIANT_FIXTURES = ['gemma2', 'gemma3', 'phi3'] as const;
+export type DecoderFixture = (typeof DECODER_FIXTURES)[number] | (typeof VARIANT_FIXTURES)[number];
+/**
+ * The context limit a fixture's golden assumes: Phi-3's longrope golden uses the short factors
+ * (its prompt is within original_max_position_embeddings 64), which the model picks when run
+ * with a context of at most 64 (core/models/llama/variant.ts).
+ */
+export const FIXTURE_CONTEXT: Partial<Record<DecoderFixture, number>> = { phi3: 64 };
 
 export function fixtureDir(arch: DecoderFixture): string {
   return fileURLToPath(new URL(`../fixtures/decoders/${arch}`, import.meta.url));
@@ -33,6 +41,8 @@ export interface Golden {
   greedy: number[];
   greedy_min_margin: number;
   logit_absmax: number;
+  /** Phi-3: logits of the last prompt position with the long longrope factors. */
+  logits_long_last?: number[];
 }
 
 export function readGolden(arch: DecoderFixture): Golden {
@@ -74,8 +84,9 @@ export function referenceRun(
   get: (n: string) => Float32Array,
   ids: readonly number[],
   n: number,
+  maxContext?: number,
 ): { logits: Float32Array; greedy: number[]; lastLogits: Float32Array } {
-  const ref = new LlamaReference(cfg, get);
+  const ref = new LlamaReference(cfg, get, maxContext);
   const V = cfg.vocabSize;
   const logits = new Float32Array(ids.length * V);
   let last: Float32Array = new Float32Array(0);

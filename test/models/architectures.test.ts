@@ -38,6 +38,8 @@ import {
   absMax,
   allPositionLogits,
   DECODER_FIXTURES,
+  FIXTURE_CONTEXT,
+  VARIANT_FIXTURES,
   fixtureDir,
   fixtureSource,
   getter,
@@ -64,6 +66,33 @@ const EXPECT_CONFIG: Record<DecoderFixture, Partial<DecoderConfig>> = {
   mistral: { architecture: 'MistralForCausalLM', headDim: 8, slidingWindow: 6, tieEmbeddings: false, ropeScaling: null },
   qwen2: { architecture: 'Qwen2ForCausalLM', headDim: 8, attentionBias: true, tieEmbeddings: true, slidingWindow: null, qkNorm: false },
   qwen3: { architecture: 'Qwen3ForCausalLM', headDim: 16, qkNorm: true, attentionBias: false, tieEmbeddings: false, slidingWindow: null },
+  gemma2: {
+    architecture: 'Gemma2ForCausalLM',
+    headDim: 16,
+    hiddenAct: 'gelu_pytorch_tanh',
+    tieEmbeddings: true,
+    normAddOne: true,
+    sandwichNorms: true,
+    embedScale: Math.fround(Math.sqrt(32)),
+    attnScale: 1 / Math.sqrt(24),
+    attnSoftcap: 2,
+    finalSoftcap: 15,
+    slidingWindow: 6,
+    slidingLayers: [true, false],
+  },
+  gemma3: {
+    architecture: 'Gemma3ForCausalLM',
+    headDim: 16,
+    qkNorm: true,
+    normAddOne: true,
+    sandwichNorms: true,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'linear', factor: 8 },
+    localRope: { theta: 10000, scaling: null },
+    slidingWindow: 6,
+    slidingLayers: [true, false],
+  },
+  phi3: { architecture: 'Phi3ForCausalLM', headDim: 8, fusedProjections: true, slidingWindow: 2047, tieEmbeddings: false },
 };
 
 /** Observed errors, printed at the end (for the record; assertions are per test). */
@@ -86,8 +115,10 @@ function roundedTensors(src: Map<string, { shape: number[]; data: Float32Array }
   return out;
 }
 
-describe.each(DECODER_FIXTURES)('%s fixture', (arch) => {
+describe.each([...DECODER_FIXTURES, ...VARIANT_FIXTURES])('%s fixture', (arch) => {
   const golden = readGolden(arch);
+  const maxContext = FIXTURE_CONTEXT[arch];
+  const ctxOpt = maxContext !== undefined ? { maxContext } : {};
   const expected = goldenLogits(golden);
   const scale = absMax(expected);
   const [T, V] = golden.logits_shape;
@@ -109,17 +140,56 @@ describe.each(DECODER_FIXTURES)('%s fixture', (arch) => {
   });
 
   it('plain-TypeScript reference matches the golden logits and greedy ids', () => {
-    const r = referenceRun(cfg, getter(tensors), golden.prompt_ids, 8);
+    const r = referenceRun(cfg, getter(tensors), golden.prompt_ids, 8, maxContext);
     const err = maxAbsDiff(r.logits, expected);
     observed.push(`${arch} reference (CPU f32): ${err.toExponential(2)} (${(err / scale).toExponential(2)})`);
     expect(err).toBeLessThanOrEqual(TOL.f32 * scale);
     expect(r.greedy).toEqual(golden.greedy);
   });
 
+  if (golden.logits_long_last) {
+    const longLast = Float32Array.from(golden.logits_long_last);
+    it('longrope: with a context beyond the original one the long factors apply (reference and GPU)', async () => {
+      const r = referenceRun(cfg, getter(tensors), golden.prompt_ids, 0);
+      const err = maxAbsDiff(r.lastLogits, longLast);
+      expect(err).toBeLessThanOrEqual(TOL.f32 * absMax(longLast));
+      // ... and they differ from the short-factor golden by far more than the tolerance.
+      expect(maxAbsDiff(longLast, expected.subarray((T - 1) * V))).toBeGreaterThan(0.1);
+      const ctx = await gpuFor(TEST_BACKENDS[0]!);
+      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype: 'f32' });
+      try {
+        expect(d.model.maxContext).toBeGreaterThan(64);
+        const logits = await allPositionLogits(d, golden.prompt_ids);
+        expect(maxAbsDiff(logits.subarray((T - 1) * V), longLast)).toBeLessThanOrEqual(TOL.f32 * absMax(longLast));
+      } finally {
+        d.destroy();
+      }
+    });
+  }
+
+  if (arch === 'gemma2' || arch === 'phi3') {
+    it('embedding and LM head split by rows (a vocabulary over the binding limit) give the same logits', async () => {
+      const ctx = await gpuFor(TEST_BACKENDS[0]!);
+      // 512 x 32 f32 rows = 64 KiB; a 20,000-byte limit makes 4 parts of 156 rows (the last 44).
+      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype: 'f32', maxTensorBytes: 20_000, ...ctxOpt });
+      try {
+        expect(d.weights.embedParts?.map((t) => t.shape[0])).toEqual([156, 156, 156, 44]);
+        expect(d.weights.headParts?.length).toBe(4);
+        expect(d.model.megakernelOff).not.toBeNull();
+        const err = maxAbsDiff(await allPositionLogits(d, golden.prompt_ids), expected);
+        expect(err).toBeLessThanOrEqual(TOL.f32 * scale);
+        const r = await d.engine.complete(golden.prompt_ids, { maxNewTokens: 8, sampling: { temperature: 0 }, ignoreEos: true });
+        expect(r.tokenIds).toEqual(golden.greedy);
+      } finally {
+        d.destroy();
+      }
+    });
+  }
+
   describe.each(TEST_BACKENDS)('on WebGPU (%s)', (backend) => {
     it('f32: logits of every prompt position match the golden; greedy continuation matches', async () => {
       const ctx = await gpuFor(backend);
-      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype: 'f32' });
+      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype: 'f32', ...ctxOpt });
       try {
         expect(d.format).toBe('safetensors');
         const logits = await allPositionLogits(d, golden.prompt_ids);
@@ -148,14 +218,14 @@ describe.each(DECODER_FIXTURES)('%s fixture', (arch) => {
 
     it.each(['f16', 'q8_0'] as const)('%s weights: logits within the dtype tolerance of the golden, and exact on the rounded weights', async (dtype) => {
       const ctx = await gpuFor(backend);
-      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype });
+      const d = await loadDecoder(ctx, fixtureSource(arch), { dtype, ...ctxOpt });
       try {
         // Every matrix really is stored in `dtype` (all inner dims are multiples of 32).
         expect(d.weights.layers[0]!.down.w.dtype).toBe(dtype);
         expect(d.weights.embed.dtype).toBe(dtype);
         const logits = await allPositionLogits(d, golden.prompt_ids);
         const err = maxAbsDiff(logits, expected);
-        const ref = referenceRun(cfg, getter(roundedTensors(tensors, dtype)), golden.prompt_ids, 0);
+        const ref = referenceRun(cfg, getter(roundedTensors(tensors, dtype)), golden.prompt_ids, 0, maxContext);
         const errRounded = maxAbsDiff(logits, ref.logits);
         observed.push(
           `${arch} ${backend} ${dtype}: vs golden ${err.toExponential(2)} (${(err / scale).toExponential(2)}), ` +

@@ -20,13 +20,14 @@
  *    embeddings), Mistral (written as llama arch: permuted q/k, GQA, sliding
  *    window from metadata) and Qwen3 (q/k norms, key_length != hidden/heads).
  *    The Llama fixture (llama3 rope scaling) gets a rope_freqs tensor, which the
- *    loader refuses explicitly.
+ *    loader applies as per-frequency divisors (equal to the config-computed ones).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openGguf } from '../../core/formats/gguf.ts';
+import { ropeInvFreq, type RopeScaling } from '../../core/ops/rope.ts';
 import { hfToGguf } from '../../core/formats/gguf_write.ts';
 import { parseDecoderConfig, type DecoderConfig } from '../../core/formats/hf_config.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
@@ -38,6 +39,7 @@ import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import {
   absMax,
   allPositionLogits,
+  FIXTURE_CONTEXT,
   fixtureDir,
   fixtureSource,
   getter,
@@ -52,16 +54,15 @@ import { PROMPT_IDS, REFERENCE_IDS } from './stories260k.fixture.ts';
 const F32_TOL = 1e-4; // fraction of max |logit|
 
 let dir: string;
-/** Fixtures written as F32 GGUF: qwen2 (its own arch, no q/k permutation), mistral (llama arch, permuted q/k, sliding window), qwen3 (q/k norms, key_length). */
-const GGUF_FIXTURES = ['qwen2', 'mistral', 'qwen3'] as const;
-const files: Record<'storiesF32' | 'storiesQ8' | 'llama' | (typeof GGUF_FIXTURES)[number], string> = {
-  storiesF32: '',
-  storiesQ8: '',
-  llama: '',
-  qwen2: '',
-  mistral: '',
-  qwen3: '',
-};
+/**
+ * Fixtures written as F32 GGUF: qwen2 (its own arch, no q/k permutation), mistral (llama arch,
+ * permuted q/k, sliding window), qwen3 (q/k norms, key_length), llama (llama3 rope scaling as a
+ * rope_freqs tensor), gemma2 / gemma3 (gemma archs: norms stored with the 1 added, four norms
+ * per layer, soft-caps, sliding-layer pattern, local rope base) and phi3 (fused attn_qkv and
+ * ffn_up, longrope factors as rope_factors_short / _long tensors).
+ */
+const GGUF_FIXTURES = ['qwen2', 'mistral', 'qwen3', 'llama', 'gemma2', 'gemma3', 'phi3'] as const;
+const files = { storiesF32: '', storiesQ8: '' } as Record<'storiesF32' | 'storiesQ8' | (typeof GGUF_FIXTURES)[number], string>;
 let storiesCfg: DecoderConfig;
 let storiesTensors: Map<string, { shape: number[]; data: Float32Array }>;
 const notes: string[] = [];
@@ -88,7 +89,7 @@ beforeAll(async () => {
   storiesCfg = await writeGgufFrom(DEFAULT_MODEL_DIR, files.storiesF32, 'F32');
   storiesTensors = await hfTensors(dirSource(DEFAULT_MODEL_DIR));
   await writeGgufFrom(DEFAULT_MODEL_DIR, files.storiesQ8, 'Q8_0');
-  for (const arch of [...GGUF_FIXTURES, 'llama'] as const) {
+  for (const arch of GGUF_FIXTURES) {
     files[arch] = join(dir, `${arch}-tiny-f32.gguf`);
     await writeGgufFrom(fixtureDir(arch), files[arch], 'F32');
   }
@@ -165,10 +166,21 @@ describe('GGUF files written by hfToGguf', () => {
     });
   });
 
-  it('a llama3-rope-scaled GGUF (rope_freqs tensor) is refused with a clear error, not mis-computed', async () => {
+  it('a llama3-rope-scaled GGUF: the rope_freqs tensor is read and gives the config-computed frequencies', async () => {
     const g = await openGguf(await fileSource(files.llama));
     expect(g.tensors.has('rope_freqs.weight')).toBe(true);
-    await expect(openGgufWeights(await fileSource(files.llama))).rejects.toThrow(/rope_freqs/);
+    const w = await openGgufWeights(await fileSource(files.llama));
+    const st = parseDecoderConfig(await fixtureSource('llama').readText('config.json'));
+    expect(w.config.ropeScaling?.type).toBe('factors');
+    const fromTensor = ropeInvFreq({ headDim: st.headDim, theta: w.config.ropeTheta, scaling: w.config.ropeScaling as RopeScaling });
+    const fromConfig = ropeInvFreq({ headDim: st.headDim, theta: st.ropeTheta, scaling: st.ropeScaling as RopeScaling });
+    for (let i = 0; i < fromConfig.length; i++) expect(Math.abs(fromTensor[i]! - fromConfig[i]!)).toBeLessThanOrEqual(2e-7 * fromConfig[i]!);
+    // The scaling is real: some frequencies are divided by the factor 8, some kept, one blended.
+    const plain = ropeInvFreq({ headDim: st.headDim, theta: st.ropeTheta });
+    const ratios = Array.from(fromConfig, (f, i) => plain[i]! / f);
+    expect(ratios[0]).toBeCloseTo(1, 6);
+    expect(ratios[ratios.length - 1]).toBeCloseTo(8, 5);
+    expect(ratios.some((r) => r > 1.01 && r < 7.99)).toBe(true);
   });
 
   describe.each(TEST_BACKENDS)('on WebGPU (%s)', (backend) => {
@@ -227,7 +239,8 @@ describe('GGUF files written by hfToGguf', () => {
       const expected = goldenLogits(golden);
       const scale = absMax(expected);
       const ctx = await gpuFor(backend);
-      const d = await loadDecoder(ctx, await openModelPath(files[arch]));
+      const maxContext = FIXTURE_CONTEXT[arch];
+      const d = await loadDecoder(ctx, await openModelPath(files[arch]), maxContext !== undefined ? { maxContext } : {});
       try {
         expect(d.format).toBe('gguf');
         const st = parseDecoderConfig(await fixtureSource(arch).readText('config.json'));

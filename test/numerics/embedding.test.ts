@@ -167,6 +167,27 @@ describe.each(BACKEND_VARIANTS)('embedding on %s, %s variant', (backend, variant
     destroy(table, ti, tp, tpt, tty, ttt);
   });
 
+  it.each(['f32', 'f16'] as const)('a %s table split by rows into parts (base / part) gathers as the whole table', async (dtype) => {
+    const ctx = await gpuFor(backend);
+    const [V, D, T] = [37, 12, 50];
+    const x = randn(V * D, 77);
+    const ids = Uint32Array.from({ length: T }, (_, t) => (t * 7) % (V + 3)); // a few ids >= V: zeros
+    const cuts = [0, 10, 11, 30, V];
+    const parts = cuts.slice(0, -1).map((r0, i) => upload(ctx, x.slice(r0 * D, cuts[i + 1]! * D), cuts[i + 1]! - r0, D, dtype));
+    const ti = ctx.tensor(ids, [T], 'u32');
+    const out = ctx.tensor(new Float32Array(T * D).fill(5), [T, D], 'f32');
+    const rec = ctx.recorder();
+    for (let i = 0; i < parts.length; i++) {
+      await embedding(rec, ti, parts[i]!.t, out, { variant, scale: 3, ...(i > 0 ? { base: cuts[i]!, part: true } : {}) });
+    }
+    const got = rec.readback(out);
+    rec.submit();
+    const deq = new Float32Array(V * D);
+    parts.forEach((p, i) => deq.set(p.deq, cuts[i]! * D));
+    assertClose(new Float32Array(await got), embeddingRef(ids, deq, D, 3), TOL_F32);
+    destroy(ti, out, ...parts.map((p) => p.t));
+  });
+
   it('covers > 65535 tokens (the gpu variant folds its grid into 2-D)', async () => {
     const ctx = await gpuFor(backend);
     const [V, D, T] = [7, 1, 66000];

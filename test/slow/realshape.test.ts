@@ -1,8 +1,10 @@
 /**
  * Real shapes against independent PyTorch goldens (slow group: `npx vitest run -c
  * vitest.slow.config.ts`). scripts/make_realshape.py writes, from a fixed seed, a bf16
- * checkpoint with the exact published config of Qwen2.5-0.5B (all 24 layers) and of
- * Llama-3.2-1B (4 of its 16 layers; every other dimension exact), the real tokenizer.json,
+ * checkpoint with the exact published config of Qwen2.5-0.5B (all 24 layers), of
+ * Llama-3.2-1B (4 of its 16 layers; every other dimension exact) and of Gemma-2-2B (2 of its
+ * 26 layers: one sliding, one global; soft-caps, sandwich norms, GeGLU, 256k vocabulary;
+ * Gemma 3's tokenizer, see the script), the real tokenizer.json,
  * and the logits / greedy tokens of its own plain-PyTorch forward (float32 on the bf16
  * weights). Weft loads the folder as users would (`auto`: f16 on the device) and must match:
  *   logits of the first positions: max |diff| <= 1e-2 * max |golden logit|
@@ -20,7 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
-import { dirSource, openModelPath } from '../../server/fs_source.ts';
+import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
+import { openGguf } from '../../core/formats/gguf.ts';
 import { ggufOf } from '../../bench/memory.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { absMax, allPositionLogits, maxAbsDiff } from '../helpers/tiny_decoder.ts';
@@ -49,6 +52,7 @@ function checkpoint(model: string, layers: number): string {
 const CASES: [string, number][] = [
   ['qwen2.5-0.5b', 0],
   ['llama-3.2-1b', 4],
+  ['gemma-2-2b', 2],
 ];
 
 /** Loads `ms`, checks the first logits and the greedy ids against the golden within `tol` of max |golden|. */
@@ -86,8 +90,8 @@ describe.each(CASES)('%s shape (%i layers; 0: all of them) against its PyTorch g
   });
 });
 
-// GGUF of the Qwen2.5-0.5B shape (Llama 3.x GGUF files carry a rope_freqs tensor, which the
-// GGUF loader refuses for now; their safetensors form is checked above).
+// GGUF of the Qwen2.5-0.5B shape (Llama 3.x GGUF files carry a rope_freqs tensor, applied by the
+// GGUF loader and checked on the tiny Llama fixture in test/models/gguf.test.ts).
 describe('qwen2.5-0.5b shape as GGUF against its PyTorch golden', () => {
   const backend = TEST_BACKENDS[0]!;
   it.each([
@@ -97,5 +101,24 @@ describe('qwen2.5-0.5b shape as GGUF against its PyTorch golden', () => {
     const dir = checkpoint('qwen2.5-0.5b', 0);
     const path = await ggufOf(dir, type);
     await checkAgainstGolden(backend, dir, () => openModelPath(path), tol, `qwen2.5-0.5b GGUF ${type}`);
+  });
+});
+
+// K-quants of the Qwen2.5-0.5B shape (2 of its 24 layers): hfToGguf's Q4_K / Q6_K writers. Rows of
+// 896 (the hidden size: embedding, q/k/v/o, gate/up) are not whole 256-element super-blocks and
+// fall back to Q8_0 (gguf_kquant_write.ts kquantFallback); down_proj (rows of 4864) is K-quant.
+// Against the golden of the unquantized weights (which the f16 run matches to ~1e-6).
+describe('qwen2.5-0.5b shape (2 layers) as K-quant GGUF against its PyTorch golden', () => {
+  const backend = TEST_BACKENDS[0]!;
+  it.each([
+    ['Q4_K', 1e-1],
+    ['Q6_K', 5e-2],
+  ] as const)(`GGUF %s of the same weights on ${backend}`, async (type, tol) => {
+    const dir = checkpoint('qwen2.5-0.5b', 2);
+    const path = await ggufOf(dir, type);
+    const g = await openGguf(await fileSource(path));
+    expect(g.tensors.get('blk.0.ffn_down.weight')!.type).toBe(type);
+    expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
+    await checkAgainstGolden(backend, dir, () => openModelPath(path), tol, `qwen2.5-0.5b L2 GGUF ${type}`);
   });
 });

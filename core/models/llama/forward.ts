@@ -54,6 +54,9 @@ import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
 import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
 import type { DecodePathCounts } from '../step.ts';
+import { add } from '../../ops/add.ts';
+import { softcap } from '../../ops/softcap.ts';
+import { attentionScale, globalRope, layerRope, layerWindow, mlpActivation } from './variant.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
@@ -112,7 +115,7 @@ export class LlamaModel {
   private readonly cacheV: KvStore[] = [];
   /** With KV textures: the two textures holding every layer (else null). */
   private readonly kvTextures: { k: TextureBinding; v: TextureBinding } | null = null;
-  private readonly buf: Record<'x' | 'h' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
+  private readonly buf: Record<'x' | 'h' | 'h2' | 'qkv' | 'att' | 'gu' | 'act' | 'last' | 'lastN' | 'logits', GPUBuffer>;
   readonly qkvCols: number;
   /** Decode-only steps run as one megakernel dispatch (null: the generic path only; see megakernelOff). */
   private readonly mega: {
@@ -177,6 +180,7 @@ export class LlamaModel {
     this.buf = {
       x: f32(T * c.hiddenSize, 'x'),
       h: f32(T * c.hiddenSize, 'h'),
+      h2: f32(c.sandwichNorms ? T * c.hiddenSize : 4, 'h2'), // Gemma: a sublayer's normed output
       qkv: f32(T * this.qkvCols, 'qkv'),
       att: f32(T * c.heads * c.headDim, 'att'),
       gu: f32(T * 2 * c.intermediateSize, 'gu'),
@@ -301,7 +305,12 @@ export class LlamaModel {
     const c = this.cfg;
     const r = { positions, slots, cacheK: k, cacheV: v, headDim: c.headDim, qHeads: c.heads, kvHeads: c.kvHeads };
     if (ropeFusionProblem(r, this.qkvCols, c.hiddenSize)) return null;
-    return { ...r, invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) }) };
+    return { ...r, invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, ...layerRope(c, l, this.maxContext) }) };
+  }
+
+  /** Context limit of a sequence in positions (the block tables' capacity): picks longrope's factors. */
+  get maxContext(): number {
+    return this.geo.maxBlocksPerSeq * this.geo.blockSize;
   }
 
   /** Where the KV cache lives. */
@@ -385,7 +394,7 @@ export class LlamaModel {
     const slots = this.view('slots', T);
     const latest = latestPosition(s);
 
-    await embedding(rec, this.view('tokens', T), w.embed, x);
+    await this.embed(rec, this.view('tokens', T), x);
     if (s.embedAt?.length) {
       const E = s.embedAt.length; // image features over the placeholder tokens' embeddings
       await scatterRows(rec, { buffer: rec.upload(s.embedRows!).buffer, offset: 0, shape: [E, D], dtype: 'f32' }, { buffer: rec.upload(s.embedAt).buffer, offset: 0, shape: [E], dtype: 'u32' }, x);
@@ -407,20 +416,24 @@ export class LlamaModel {
         await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
       }
       if (!rope) {
+        const { theta, scaling } = layerRope(c, l, this.maxContext);
         await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
           ...heads,
-          theta: c.ropeTheta,
+          theta,
           style: 'half',
-          ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}),
+          ...(scaling ? { scaling } : {}),
           ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
         });
       }
+      const window = layerWindow(c, l);
       const attOpts = {
         ...heads,
         blockSize: this.geo.blockSize,
         maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
         maxPosition: latest,
-        ...(c.slidingWindow ? { window: c.slidingWindow } : {}),
+        scale: attentionScale(c),
+        ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}),
+        ...(window ? { window } : {}),
       };
       const ck = this.cacheK[l]!;
       const cv = this.cacheV[l]!;
@@ -435,29 +448,68 @@ export class LlamaModel {
       } else {
         await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
       }
-      await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
+      if (L.attnOutNorm) await this.sandwich(rec, att, L.o, L.attnOutNorm, x, h);
+      else await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       const postNorm = this.normTex(L.postNorm, L.gu, true);
       if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
-      else if (gpuFuse && !L.gu.bias && c.hiddenAct === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
+      else if (gpuFuse && !L.gu.bias && mlpActivation(c) === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
       else {
         await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
-        await gatedAct(rec, gu, a, { act: 'silu', inter: c.intermediateSize });
+        await gatedAct(rec, gu, a, { act: mlpActivation(c), inter: c.intermediateSize });
       }
-      await matmul(rec, a, L.down, x, { accumulate: true, ...this.wtex(L.down) });
+      if (L.mlpOutNorm) await this.sandwich(rec, a, L.down, L.mlpOutNorm, x, h);
+      else await matmul(rec, a, L.down, x, { accumulate: true, ...this.wtex(L.down) });
     }
     if (R === 0) return null;
     const last = this.act('last', [R, D]);
     const lastN = this.act('lastN', [R, D]);
     await gatherRows(rec, x, this.view('logitRows', R), last);
     const logits = this.act('logits', [R, c.vocabSize]);
-    if (gpuFusionApplies(R, D, this.ctx.variant, this.plan.matmul)) {
+    if (!w.headParts && gpuFusionApplies(R, D, this.ctx.variant, this.plan.matmul)) {
       await matmul(rec, last, w.head, logits, { ...this.wtex(w.head), prenorm: { weight: w.norm, eps: c.rmsEps } });
-      return logits;
+    } else {
+      await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
+      if (w.headParts) await this.splitHead(rec, lastN, w.headParts, logits);
+      else await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
     }
-    await rmsNorm(rec, last, w.norm, lastN, { eps: c.rmsEps });
-    await matmul(rec, lastN, w.head, logits, this.wtex(w.head));
+    if (c.finalSoftcap) await softcap(rec, logits, c.finalSoftcap);
     return logits;
+  }
+
+  /** x [T, D] = the token rows (times embedScale), from the one table or its row parts. */
+  private async embed(rec: Recorder, ids: Tensor, x: Tensor): Promise<void> {
+    const scale = this.cfg.embedScale !== undefined ? { scale: this.cfg.embedScale } : {};
+    const parts = this.weights.embedParts ?? [this.weights.embed];
+    let base = 0;
+    for (const [i, part] of parts.entries()) {
+      await embedding(rec, ids, part, x, { ...scale, ...(i > 0 ? { base, part: true } : {}) });
+      base += part.shape[0]!;
+    }
+  }
+
+  /**
+   * logits [R, V] from a row-split LM head: each part's [R, Vp] block into a step temp, then
+   * copied row by row to its columns (copies end the compute pass; R <= maxLogitRows).
+   */
+  private async splitHead(rec: Recorder, h: Tensor, parts: Tensor[], logits: Tensor): Promise<void> {
+    const [R, V] = logits.shape as [number, number];
+    let col = 0;
+    for (const part of parts) {
+      const Vp = part.shape[0]!;
+      const tmp: Tensor = { buffer: rec.temp(R * Vp * 4), offset: 0, shape: [R, Vp], dtype: 'f32' };
+      await matmul(rec, h, { w: part }, tmp);
+      for (let r = 0; r < R; r++) rec.copy(tmp.buffer, r * Vp * 4, logits.buffer, logits.offset + (r * V + col) * 4, Vp * 4);
+      col += Vp;
+    }
+  }
+
+  /** Gemma: x += RMSNorm(in · Wᵀ) * norm, through h [T, D] and h2 [T, D]. */
+  private async sandwich(rec: Recorder, input: Tensor, w: { w: Tensor; bias?: Tensor }, norm: Tensor, x: Tensor, h: Tensor): Promise<void> {
+    const h2 = { ...h, buffer: this.buf.h2 };
+    await matmul(rec, input, w, h);
+    await rmsNorm(rec, h, norm, h2, { eps: this.cfg.rmsEps });
+    await add(rec, x, h2, x);
   }
 
   /**
@@ -515,7 +567,7 @@ export class LlamaModel {
     const R = s.logitRows.length;
     const logits = ids ? null : this.act('logits', [Math.max(R, 1), c.vocabSize]);
     const words = (name: keyof LlamaModel['sections']): number => this.sections[name].offset / 4;
-    const invFreq = invFreqTensor(rec.ctx, { headDim: c.headDim, theta: c.ropeTheta, ...(c.ropeScaling ? { scaling: c.ropeScaling } : {}) });
+    const invFreq = invFreqTensor(rec.ctx, { headDim: c.headDim, ...globalRope(c, this.maxContext) });
     let rows = words('waveRows');
     for (const w of waves) {
       await decodeMegakernel(rec, {

@@ -8,9 +8,14 @@
  * rotate-half RoPE (incl. llama3 scaling via ropeInvFreq), grouped-query
  * attention with optional qkv bias, q/k norms and sliding window, SiLU-gated
  * MLP, tied or untied LM head. One sequence; KV cache kept in plain arrays.
+ * Also Gemma 2/3 (modeling_gemma2 / modeling_gemma3: (1 + w) norms, sandwich norms,
+ * scaled embeddings, GeGLU, attention scale and soft-capping, per-layer windows and
+ * rope bases, final-logit soft-capping) and Phi-3 (fused qkv_proj / gate_up_proj,
+ * longrope resolved for `maxContext` as the GPU model does: variant.ts).
  */
 import type { DecoderConfig } from '../../formats/hf_config.ts';
 import { ropeInvFreq } from '../../ops/rope.ts';
+import { attentionScale, layerRope, layerWindow, mlpActivation } from './variant.ts';
 
 /** Returns the f32 values of an HF-named tensor (throws if absent). */
 export type WeightGetter = (name: string) => Float32Array;
@@ -33,6 +38,15 @@ function matvec(w: Float32Array, x: Float32Array, N: number, K: number, y: Float
 }
 
 const silu = (v: number): number => v / (1 + Math.exp(-v));
+/** PyTorch gelu(approximate='tanh'). */
+const geluTanh = (v: number): number => 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v * v * v)));
+/** Exact gelu via erf (Abramowitz-Stegun 7.1.26 is too coarse; series / continued fraction in f64). */
+function erf(x: number): number {
+  const t = 1 / (1 + 0.5 * Math.abs(x));
+  const y = 1 - t * Math.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0 ? y : -y;
+}
+const gelu = (v: number): number => 0.5 * v * (1 + erf(v / Math.SQRT2));
 
 interface LayerW {
   inNorm: Float32Array;
@@ -49,6 +63,8 @@ interface LayerW {
   gate: Float32Array;
   up: Float32Array;
   down: Float32Array;
+  attnOutNorm?: Float32Array;
+  mlpOutNorm?: Float32Array;
 }
 
 export class LlamaReference {
@@ -56,7 +72,10 @@ export class LlamaReference {
   private readonly embed: Float32Array;
   private readonly norm: Float32Array;
   private readonly head: Float32Array;
-  private readonly invFreq: Float32Array;
+  /** Per layer: inverse frequencies [headDim / 2] and window (null: full attention). */
+  private readonly invFreq: Float32Array[];
+  private readonly windows: (number | null)[];
+  private readonly act: (v: number) => number;
   /** Per layer: keys/values [pos, nKv*hd]. */
   private kCache: Float32Array[][] = [];
   private vCache: Float32Array[][] = [];
@@ -66,6 +85,8 @@ export class LlamaReference {
   constructor(
     readonly cfg: DecoderConfig,
     get: WeightGetter,
+    /** Context limit the model runs with (picks longrope's factor set); default the config's max positions. */
+    maxContext = cfg.maxPositions,
   ) {
     const opt = (n: string): Float32Array | undefined => {
       try {
@@ -74,37 +95,54 @@ export class LlamaReference {
         return undefined;
       }
     };
+    // Gemma stores norm weights as (w - 1).
+    const norm = (n: string): Float32Array => (cfg.normAddOne ? Float32Array.from(get(n), (v) => v + 1) : get(n));
     this.embed = get('model.embed_tokens.weight');
-    this.norm = get('model.norm.weight');
+    this.norm = norm('model.norm.weight');
     this.head = cfg.tieEmbeddings ? this.embed : get('lm_head.weight');
     this.layers = [];
     for (let l = 0; l < cfg.layers; l++) {
       const p = `model.layers.${l}.`;
+      const D = cfg.hiddenSize;
+      const qn = cfg.heads * cfg.headDim * D;
+      const kn = cfg.kvHeads * cfg.headDim * D;
+      const qkv = cfg.fusedProjections ? get(`${p}self_attn.qkv_proj.weight`) : null;
+      const gu = cfg.fusedProjections ? get(`${p}mlp.gate_up_proj.weight`) : null;
+      const In = cfg.intermediateSize * D;
       const w: LayerW = {
-        inNorm: get(`${p}input_layernorm.weight`),
-        q: get(`${p}self_attn.q_proj.weight`),
-        k: get(`${p}self_attn.k_proj.weight`),
-        v: get(`${p}self_attn.v_proj.weight`),
+        inNorm: norm(`${p}input_layernorm.weight`),
+        q: qkv ? qkv.subarray(0, qn) : get(`${p}self_attn.q_proj.weight`),
+        k: qkv ? qkv.subarray(qn, qn + kn) : get(`${p}self_attn.k_proj.weight`),
+        v: qkv ? qkv.subarray(qn + kn, qn + 2 * kn) : get(`${p}self_attn.v_proj.weight`),
         o: get(`${p}self_attn.o_proj.weight`),
-        postNorm: get(`${p}post_attention_layernorm.weight`),
-        gate: get(`${p}mlp.gate_proj.weight`),
-        up: get(`${p}mlp.up_proj.weight`),
+        postNorm: norm(cfg.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`),
+        gate: gu ? gu.subarray(0, In) : get(`${p}mlp.gate_proj.weight`),
+        up: gu ? gu.subarray(In, 2 * In) : get(`${p}mlp.up_proj.weight`),
         down: get(`${p}mlp.down_proj.weight`),
       };
+      if (cfg.sandwichNorms) {
+        w.attnOutNorm = norm(`${p}post_attention_layernorm.weight`);
+        w.mlpOutNorm = norm(`${p}post_feedforward_layernorm.weight`);
+      }
       if (cfg.attentionBias) {
         w.qb = get(`${p}self_attn.q_proj.bias`);
         w.kb = get(`${p}self_attn.k_proj.bias`);
         w.vb = get(`${p}self_attn.v_proj.bias`);
       }
       if (cfg.qkNorm) {
-        w.qNorm = opt(`${p}self_attn.q_norm.weight`);
-        w.kNorm = opt(`${p}self_attn.k_norm.weight`);
+        const qn = opt(`${p}self_attn.q_norm.weight`);
+        const kn = opt(`${p}self_attn.k_norm.weight`);
+        if (qn) w.qNorm = cfg.normAddOne ? Float32Array.from(qn, (v) => v + 1) : qn;
+        if (kn) w.kNorm = cfg.normAddOne ? Float32Array.from(kn, (v) => v + 1) : kn;
       }
       this.layers.push(w);
       this.kCache.push([]);
       this.vCache.push([]);
     }
-    this.invFreq = ropeInvFreq({ headDim: cfg.headDim, theta: cfg.ropeTheta, scaling: cfg.ropeScaling ?? undefined });
+    this.invFreq = this.layers.map((_, l) => ropeInvFreq({ headDim: cfg.headDim, ...layerRope(cfg, l, maxContext) }));
+    this.windows = this.layers.map((_, l) => layerWindow(cfg, l));
+    const a = mlpActivation(cfg);
+    this.act = a === 'silu' ? silu : a === 'gelu_tanh' ? geluTanh : gelu;
   }
 
   reset(): void {
@@ -114,13 +152,13 @@ export class LlamaReference {
   }
 
   /** Rotate-half RoPE in place on `nHeads` heads of `x` at `pos`. */
-  private rope(x: Float32Array, nHeads: number, pos: number): void {
+  private rope(x: Float32Array, nHeads: number, pos: number, invFreq: Float32Array): void {
     const hd = this.cfg.headDim;
-    const half = this.invFreq.length;
+    const half = invFreq.length;
     for (let h = 0; h < nHeads; h++) {
       const o = h * hd;
       for (let i = 0; i < half; i++) {
-        const a = pos * this.invFreq[i]!;
+        const a = pos * invFreq[i]!;
         const c = Math.cos(a);
         const s = Math.sin(a);
         const x0 = x[o + i]!;
@@ -141,6 +179,7 @@ export class LlamaReference {
     const I = c.intermediateSize;
     const pos = this.length;
     const x = this.embed.slice(token * D, token * D + D);
+    if (c.embedScale !== undefined) for (let i = 0; i < D; i++) x[i] = x[i]! * c.embedScale;
     const h = new Float32Array(D);
     const q = new Float32Array(nH * hd);
     const att = new Float32Array(nH * hd);
@@ -157,14 +196,16 @@ export class LlamaReference {
       matvec(w.v, h, nKv * hd, D, v, w.vb);
       if (w.qNorm) for (let i = 0; i < nH; i++) rmsNorm(q, w.qNorm, c.rmsEps, q, i * hd, hd);
       if (w.kNorm) for (let i = 0; i < nKv; i++) rmsNorm(k, w.kNorm, c.rmsEps, k, i * hd, hd);
-      this.rope(q, nH, pos);
-      this.rope(k, nKv, pos);
+      this.rope(q, nH, pos, this.invFreq[l]!);
+      this.rope(k, nKv, pos, this.invFreq[l]!);
       this.kCache[l]!.push(k);
       this.vCache[l]!.push(v);
       const keys = this.kCache[l]!;
       const vals = this.vCache[l]!;
-      const start = c.slidingWindow ? Math.max(0, pos - c.slidingWindow + 1) : 0;
-      const scale = 1 / Math.sqrt(hd);
+      const win = this.windows[l];
+      const start = win ? Math.max(0, pos - win + 1) : 0;
+      const scale = attentionScale(c);
+      const cap = c.attnSoftcap;
       const group = nH / nKv;
       for (let head = 0; head < nH; head++) {
         const kvh = Math.floor(head / group);
@@ -175,6 +216,7 @@ export class LlamaReference {
           const kt = keys[t]!;
           for (let i = 0; i < hd; i++) s += q[head * hd + i]! * kt[kvh * hd + i]!;
           s *= scale;
+          if (cap) s = cap * Math.tanh(s / cap);
           scores[t - start] = s;
           if (s > max) max = s;
         }
@@ -187,17 +229,20 @@ export class LlamaReference {
         }
       }
       matvec(w.o, att, D, nH * hd, tmp);
+      if (w.attnOutNorm) rmsNorm(tmp, w.attnOutNorm, c.rmsEps, tmp);
       for (let i = 0; i < D; i++) x[i] = x[i]! + tmp[i]!;
       rmsNorm(x, w.postNorm, c.rmsEps, h);
       matvec(w.gate, h, I, D, g);
       matvec(w.up, h, I, D, u);
-      for (let i = 0; i < I; i++) g[i] = silu(g[i]!) * u[i]!;
+      for (let i = 0; i < I; i++) g[i] = this.act(g[i]!) * u[i]!;
       matvec(w.down, g, D, I, tmp);
+      if (w.mlpOutNorm) rmsNorm(tmp, w.mlpOutNorm, c.rmsEps, tmp);
       for (let i = 0; i < D; i++) x[i] = x[i]! + tmp[i]!;
     }
     rmsNorm(x, this.norm, c.rmsEps, h);
     const logits = new Float32Array(c.vocabSize);
     matvec(this.head, h, c.vocabSize, D, logits);
+    if (c.finalSoftcap) for (let i = 0; i < logits.length; i++) logits[i] = c.finalSoftcap * Math.tanh(logits[i]! / c.finalSoftcap);
     this.length++;
     return logits;
   }

@@ -10,10 +10,10 @@ import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { LinearWeight } from '../../ops/matmul.ts';
-import { ModelFormatError } from '../../errors.ts';
+import { ModelFormatError, UnsupportedModelError } from '../../errors.ts';
 import { STORAGE } from '../../gpu/buffers.ts';
 import { uploadWeight } from '../../ops/quant.ts';
-import { byteLength } from '../../gpu/tensor.ts';
+import { byteLength, type DType } from '../../gpu/tensor.ts';
 import { concatRows, hostBytes, HostBytes, hostToF32, type HostTensor, type WeightDType, type WeightSource } from '../host_tensor.ts';
 
 export interface LlamaLayerWeights {
@@ -22,16 +22,28 @@ export interface LlamaLayerWeights {
   qNorm?: Tensor;
   kNorm?: Tensor;
   o: LinearWeight;
+  /** The MLP's input norm (post_attention_layernorm; Gemma: pre_feedforward_layernorm). */
   postNorm: Tensor;
   gu: LinearWeight;
   down: LinearWeight;
+  /** Gemma sandwich norms: on the attention output (post_attention_layernorm) and the MLP output (post_feedforward_layernorm). */
+  attnOutNorm?: Tensor;
+  mlpOutNorm?: Tensor;
 }
 
 export interface LlamaWeights {
+  /** The token embedding (its first row part when split: embedParts). */
   embed: Tensor;
+  /**
+   * Set when the embedding is too large for one storage binding (Gemma's 256k x 2304 in f16:
+   * 1.18 GB > a 1 GiB limit): its consecutive row parts, each within the limit.
+   */
+  embedParts?: Tensor[];
   layers: LlamaLayerWeights[];
   norm: Tensor;
+  /** The LM head (its first row part when split: headParts). */
   head: LinearWeight;
+  headParts?: Tensor[];
   /** Bytes of GPU memory the weights occupy. */
   bytes: number;
   /** Set when every weight lives in this one f32 buffer (`pack`; see packedLlamaBytes). */
@@ -100,6 +112,8 @@ function packHalves(h: Uint16Array, rows: number, cols: number): Uint32Array {
 export interface UploaderOptions {
   /** What `auto` makes of float sources (f32 / f16 / bf16 checkpoints): default f32. */
   autoFloat?: 'f32' | 'f16';
+  /** Largest device tensor in bytes (default: the adapter's storage binding and buffer limits); larger matrices are split by rows (matrixParts). */
+  maxTensorBytes?: number;
   /** Counts the host bytes the uploader's encodings hold while they live. */
   host?: HostBytes;
 }
@@ -108,6 +122,7 @@ export class WeightUploader {
   bytes = 0;
   private readonly autoFloat: 'f32' | 'f16';
   private readonly host: HostBytes | undefined;
+  readonly maxTensorBytes: number;
   constructor(
     private readonly ctx: GpuContext,
     private readonly dtype: WeightDType,
@@ -118,6 +133,41 @@ export class WeightUploader {
     if (packer) this.bytes = packer.buffer.size;
     this.autoFloat = opts.autoFloat ?? 'f32';
     this.host = opts.host;
+    const lim = ctx.gpu.limits;
+    this.maxTensorBytes = opts.maxTensorBytes ?? Math.min(Number(lim.maxStorageBufferBindingSize), Number(lim.maxBufferSize));
+  }
+
+  /** The dtype `matrix` stores a [rows, cols] host tensor as. */
+  private targetOf(t: HostTensor, cols: number): DType {
+    const quantized = t.kind !== 'f32' && t.kind !== 'f16';
+    if (quantized && (this.dtype === 'auto' || this.dtype === t.kind)) return t.kind;
+    const target = this.dtype === 'auto' ? this.autoFloat : this.dtype;
+    return (target === 'q8_0' || target === 'q4_0') && cols % 32 !== 0 ? 'f16' : target;
+  }
+
+  /**
+   * A matrix as one tensor, or as consecutive row parts when it would exceed maxTensorBytes
+   * (a vocabulary-sized embedding / LM head): each part a [rows_i, cols] tensor within the
+   * limit. Float sources only (f32 / f16 halves); a quantized source that large is refused.
+   */
+  matrixParts(t: HostTensor): Tensor[] {
+    const rows = t.shape[0]!;
+    const cols = t.shape[t.shape.length - 1]!;
+    const target = this.targetOf(t, cols);
+    const rowBytes = byteLength([1, cols], target);
+    if (this.packer || rows * rowBytes <= this.maxTensorBytes) return [this.matrix(t)];
+    if (t.kind !== 'f32' && t.kind !== 'f16') {
+      throw new UnsupportedModelError(`a ${t.kind} matrix [${rows}, ${cols}] exceeds the device's ${this.maxTensorBytes}-byte tensor limit (only float matrices are split by rows)`, { rows, cols, dtype: t.kind, limit: this.maxTensorBytes });
+    }
+    const per = Math.floor(this.maxTensorBytes / rowBytes);
+    if (per < 1) throw new UnsupportedModelError(`one row of a [${rows}, ${cols}] ${target} matrix exceeds the device's ${this.maxTensorBytes}-byte tensor limit`, { rows, cols, limit: this.maxTensorBytes });
+    const parts: Tensor[] = [];
+    for (let r0 = 0; r0 < rows; r0 += per) {
+      const n = Math.min(per, rows - r0);
+      const data = t.data.subarray(r0 * cols, (r0 + n) * cols);
+      parts.push(this.matrix(t.kind === 'f32' ? { kind: 'f32', shape: [n, cols], data: data as Float32Array } : { kind: 'f16', shape: [n, cols], data: data as Uint16Array }));
+    }
+    return parts;
   }
 
   private flushedAt = 0;
@@ -194,6 +244,8 @@ export interface LoadWeightsOptions {
   autoFloat?: 'f32' | 'f16';
   /** Counts the host bytes the load holds (peak: LoadedDecoder.loadStats). */
   host?: HostBytes;
+  /** Largest device tensor (default: the adapter's limits); bigger embeddings / heads are split by rows. */
+  maxTensorBytes?: number;
 }
 
 export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src: WeightSource, dtype: WeightDType, opts: LoadWeightsOptions = {}): Promise<LlamaWeights> {
@@ -206,7 +258,7 @@ export async function loadLlamaWeights(ctx: GpuContext, cfg: DecoderConfig, src:
   }
   try {
     const host = opts.host ?? new HostBytes();
-    const up = new WeightUploader(ctx, dtype, packer, { autoFloat: opts.autoFloat ?? 'f32', host });
+    const up = new WeightUploader(ctx, dtype, packer, { autoFloat: opts.autoFloat ?? 'f32', host, ...(opts.maxTensorBytes ? { maxTensorBytes: opts.maxTensorBytes } : {}) });
     return await uploadAll(cfg, src, up, packer, host);
   } catch (e) {
     packer?.buffer.destroy();
@@ -232,12 +284,21 @@ export function checkLlamaShapes(cfg: DecoderConfig, src: WeightSource): void {
   }
 }
 
+/** Per-layer HF names (without `.weight`) of the norms and projections under `cfg`. */
+function layerWeightNames(cfg: DecoderConfig): string[] {
+  const proj = cfg.fusedProjections ? ['self_attn.qkv_proj', 'mlp.gate_up_proj'] : ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'mlp.gate_proj', 'mlp.up_proj'];
+  const norms = cfg.sandwichNorms
+    ? ['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm']
+    : ['input_layernorm', 'post_attention_layernorm'];
+  return [...norms, ...proj, 'self_attn.o_proj', 'mlp.down_proj'];
+}
+
 /** The Hugging Face names loadLlamaWeights reads. */
 export function llamaTensorNames(cfg: DecoderConfig, untiedHead: boolean): string[] {
   const out = ['model.embed_tokens.weight', 'model.norm.weight', ...(untiedHead ? ['lm_head.weight'] : [])];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    for (const s of ['input_layernorm', 'post_attention_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj']) out.push(`${p}${s}.weight`);
+    for (const s of layerWeightNames(cfg)) out.push(`${p}${s}.weight`);
     if (cfg.attentionBias) for (const s of ['q', 'k', 'v']) out.push(`${p}self_attn.${s}_proj.bias`);
     if (cfg.qkNorm) out.push(`${p}self_attn.q_norm.weight`, `${p}self_attn.k_norm.weight`);
   }
@@ -254,6 +315,13 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     }
     return t;
   };
+  /** A norm weight; Gemma stores (w - 1): the device gets 1 + w (added in f32). */
+  const norm = async (n: string): Promise<Tensor> => {
+    const t = await get(n);
+    if (!cfg.normAddOne) return done(up.vector(t));
+    const w = Float32Array.from(toF32(t), (v) => v + 1);
+    return done(up.vector({ kind: 'f32', shape: [w.length], data: w }));
+  };
   const fuse = (parts: HostTensor[]): HostTensor => {
     const r = concatRows(parts);
     host.hold(hostBytes(r));
@@ -264,12 +332,15 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     host.release(host.held);
     return v;
   };
-  const embed = done(up.matrix(await get('model.embed_tokens.weight')));
+  const embedParts = done(up.matrixParts(await get('model.embed_tokens.weight')));
+  const embed = embedParts[0]!;
   await up.settle();
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    const qkvW = fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
+    const qkvW = cfg.fusedProjections
+      ? await get(`${p}self_attn.qkv_proj.weight`)
+      : fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
     const qkv: LinearWeight = { w: done(up.matrix(qkvW)) };
     if (cfg.attentionBias) {
       const parts = [await get(`${p}self_attn.q_proj.bias`), await get(`${p}self_attn.k_proj.bias`), await get(`${p}self_attn.v_proj.bias`)];
@@ -279,24 +350,32 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
       qkv.bias = done(up.vector({ kind: 'f32', shape: [joined.length], data: joined }));
     }
     const layer: LlamaLayerWeights = {
-      inNorm: done(up.vector(await get(`${p}input_layernorm.weight`))),
+      inNorm: await norm(`${p}input_layernorm.weight`),
       qkv,
       o: { w: done(up.matrix(await get(`${p}self_attn.o_proj.weight`))) },
-      postNorm: done(up.vector(await get(`${p}post_attention_layernorm.weight`))),
-      gu: { w: done(up.matrix(fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
+      postNorm: await norm(cfg.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`),
+      gu: { w: done(up.matrix(cfg.fusedProjections ? await get(`${p}mlp.gate_up_proj.weight`) : fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
       down: { w: done(up.matrix(await get(`${p}mlp.down_proj.weight`))) },
     };
+    if (cfg.sandwichNorms) {
+      layer.attnOutNorm = await norm(`${p}post_attention_layernorm.weight`);
+      layer.mlpOutNorm = await norm(`${p}post_feedforward_layernorm.weight`);
+    }
     if (cfg.qkNorm) {
-      layer.qNorm = done(up.vector(await get(`${p}self_attn.q_norm.weight`)));
-      layer.kNorm = done(up.vector(await get(`${p}self_attn.k_norm.weight`)));
+      layer.qNorm = await norm(`${p}self_attn.q_norm.weight`);
+      layer.kNorm = await norm(`${p}self_attn.k_norm.weight`);
     }
     layers.push(layer);
     await up.settle();
   }
-  const norm = done(up.vector(await get('model.norm.weight')));
-  const head: LinearWeight =
-    cfg.tieEmbeddings || !src.has('lm_head.weight') ? { w: embed } : { w: done(up.matrix(await get('lm_head.weight'))) };
-  return { embed, layers, norm, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
+  const final = await norm('model.norm.weight');
+  const headParts = cfg.tieEmbeddings || !src.has('lm_head.weight') ? embedParts : done(up.matrixParts(await get('lm_head.weight')));
+  const head: LinearWeight = { w: headParts[0]! };
+  const split = {
+    ...(embedParts.length > 1 ? { embedParts } : {}),
+    ...(headParts.length > 1 ? { headParts } : {}),
+  };
+  return { embed, ...split, layers, norm: final, head, bytes: up.bytes, ...(packer ? { packed: packer.buffer } : {}) };
 }
 
 /** Element count a tensor of this HF name has under `cfg` (packing checks sources against its plan). */
@@ -310,6 +389,10 @@ function expectedNumel(cfg: DecoderConfig, name: string): number {
     'model.norm.weight': D,
     'input_layernorm.weight': D,
     'post_attention_layernorm.weight': D,
+    'pre_feedforward_layernorm.weight': D,
+    'post_feedforward_layernorm.weight': D,
+    'self_attn.qkv_proj.weight': (cfg.heads + 2 * cfg.kvHeads) * hd * D,
+    'mlp.gate_up_proj.weight': 2 * cfg.intermediateSize * D,
     'self_attn.q_proj.weight': cfg.heads * hd * D,
     'self_attn.k_proj.weight': cfg.kvHeads * hd * D,
     'self_attn.v_proj.weight': cfg.kvHeads * hd * D,
@@ -337,7 +420,8 @@ export function destroyLlamaWeights(w: LlamaWeights): void {
   kill(w.embed);
   kill(w.norm);
   kill(w.head.w);
+  for (const t of [...(w.embedParts ?? []), ...(w.headParts ?? [])]) kill(t);
   for (const l of w.layers) {
-    for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w]) kill(t);
+    for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w, l.attnOutNorm, l.mlpOutNorm]) kill(t);
   }
 }

@@ -1,10 +1,13 @@
 /**
  * The memory calculator card: a model shape (typed, or parsed from a pasted
  * config.json or a reader's config) and run settings in, GPU bytes for
- * weights and KV cache out. The arithmetic is web/src/memory.ts.
+ * weights and KV cache out. The arithmetic is web/src/memory.ts. Below it, the
+ * server's own plan for a model on its GPU (GET /memory_plan; web/src/memory_plan.ts).
  */
+import { ApiError, getJson } from '../api.ts';
 import { field, fmtBytes, h, replace } from '../dom.ts';
 import { estimateMemory, shapeFromConfig, type KvDtype, type ModelShape, type WeightDtype } from '../memory.ts';
+import { planQuery, planRows, refusalRows, type ServerPlan } from '../memory_plan.ts';
 
 const SHAPE_FIELDS: [keyof ModelShape, string][] = [
   ['hidden', 'Hidden size'],
@@ -70,6 +73,32 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
     }
   });
 
+  // The plan of a model on the server's GPU (GET /memory_plan): the same rules the loader applies.
+  const model = h('input#mp-model', { type: 'text', placeholder: 'a model directory or .gguf file on the server' });
+  const planBtn = h('button#mp-run.primary', { type: 'button' }, 'Plan on the server');
+  const planMsg = h('div.small');
+  const planOut = h('div#mp-out.result');
+  const rows = (rs: [string, string, string][]): HTMLElement[] => rs.map(([k, v, id]) => h('div', h('span.muted', k), h(`strong#${id}`, v)));
+  planBtn.addEventListener('click', () => {
+    const say = (cls: string, id: string, text: string): void => replace(planMsg, h(`div#${id}.${cls}`, text));
+    replace(planOut);
+    if (!model.value.trim()) return say('error', 'mp-msg', 'enter a model path');
+    say('muted', 'mp-msg', 'planning…');
+    const path = planQuery({ model: model.value.trim(), maxContext: Number(ctx.value), maxSeqs: Number(batch.value), dtype: dtype.value, kv: kv.value });
+    getJson<ServerPlan>('management', path).then(
+      (p) => {
+        say('muted', 'mp-fits', 'Fits this device.');
+        replace(planOut, ...rows(planRows(p)));
+      },
+      (e: unknown) => {
+        if (e instanceof ApiError && e.code === 'model_too_large') {
+          say('error', 'mp-refused', e.message);
+          replace(planOut, ...rows(refusalRows(e.details)));
+        } else say('error', 'mp-msg', (e as Error).message);
+      },
+    );
+  });
+
   const el = h(
     'section.card#memory-calc',
     h('h2', 'Memory calculator'),
@@ -79,6 +108,11 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
     h('div.grid4', SHAPE_FIELDS.map(([k, label]) => field(label, inputs[k]!)), h('label.field.check', tie, h('span', 'Tied embeddings'))),
     h('div.grid4', field('Weights dtype', dtype), field('KV cache', kv), field('Context length', ctx), field('Batch (sequences)', batch)),
     out,
+    h('h3', "On this server's GPU"),
+    h('p.muted.small', 'The loader’s own plan for a model on the server (from its file headers; nothing is loaded): weights, activations, reserve, the KV pool and the tokens of context it holds, with the settings above — or the refusal, with its numbers, when it cannot fit.'),
+    h('div.grid4', field('Model path', model), h('div.field', planBtn)),
+    planMsg,
+    planOut,
   );
   el.addEventListener('input', (e) => e.target !== paste && update());
   el.addEventListener('change', update);
