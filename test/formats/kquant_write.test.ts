@@ -89,17 +89,16 @@ describe('a K-quant GGUF written by hfToGguf', () => {
   const raw = { ...smallLlamaConfig(2), intermediate_size: 640 }; // down_proj rows of 640: not whole super-blocks
   const cfg = parseDecoderConfig(raw);
   const tensors = randomLlamaTensors(raw);
+  // The decode megakernel (f32 only) would otherwise take this small model on the emulators.
+  const NO_MEGAKERNEL = { decodeMegakernel: 'off' } as const;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'weft-kq-'));
     const tok = JSON.parse(readFileSync(join(fixtureDir('llama'), 'tokenizer.json'), 'utf8')) as unknown;
     // As Q4_K_M files do: Q6_K for the LM head, Q4_K elsewhere.
     writeFileSync(join(dir, 'model.gguf'), hfToGguf({ config: cfg, tensors, tokenizer: tok, type: 'Q4_K', typeOf: (n) => (/lm_head/.test(n) ? 'Q6_K' : undefined) }));
     writeFileSync(join(dir, 'q4_0.gguf'), hfToGguf({ config: cfg, tensors, tokenizer: tok, type: 'Q4_0' }));
-    // The decode megakernel (f32 only) would otherwise take this small model on the emulators.
-    process.env.WEFT_DECODE_MEGAKERNEL = 'off';
   });
   afterAll(() => {
-    delete process.env.WEFT_DECODE_MEGAKERNEL;
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -115,14 +114,14 @@ describe('a K-quant GGUF written by hfToGguf', () => {
 
   it('a quantized matrix over the device tensor limit is refused with the numbers (only float matrices split)', async () => {
     const ctx = await gpuFor(TEST_BACKENDS[0]!);
-    const err = await loadDecoder(ctx, await openModelPath(join(dir, 'model.gguf')), { maxSeqs: 8, maxContext: 64, maxTensorBytes: 20_000 }).catch((e: unknown) => e);
+    const err = await loadDecoder(ctx, await openModelPath(join(dir, 'model.gguf')), { maxSeqs: 8, maxContext: 64, maxTensorBytes: 20_000, decode: NO_MEGAKERNEL }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UnsupportedModelError);
     expect((err as UnsupportedModelError).message).toMatch(/q4_k matrix \[512, 256\] exceeds the device's 20000-byte tensor limit/);
   });
 
   it.each(TEST_BACKENDS)('loads with its blocks on the device; logits equal the reference on the file weights (%s)', async (backend) => {
     const ctx = await gpuFor(backend);
-    const d = await loadDecoder(ctx, await openModelPath(join(dir, 'model.gguf')), { maxSeqs: 8, maxContext: 64, dtype: 'auto' });
+    const d = await loadDecoder(ctx, await openModelPath(join(dir, 'model.gguf')), { maxSeqs: 8, maxContext: 64, dtype: 'auto', decode: NO_MEGAKERNEL });
     try {
       const w = await openGgufWeights(await fileSource(join(dir, 'model.gguf')));
       const cache = new Map<string, Float32Array>();
