@@ -66,7 +66,7 @@ function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: stri
   if (!rf || rf.type === 'text') return undefined;
   const ws = whitespace ? { whitespace } : {};
   if (rf.type === 'json_object') return { kind: 'json_object', ...ws };
-  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...ws };
+  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...(rf.json_schema.strict === true ? { strict: true } : {}), ...ws };
 }
 
 function checkBytes(svc: Service, texts: string[]): void {

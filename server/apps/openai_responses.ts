@@ -94,7 +94,7 @@ function toolsOf(tools: unknown[] | null | undefined): unknown[] | undefined {
 function formatOf(f: Record<string, unknown> | null | undefined): ConstraintRequest | undefined {
   if (!f || f.type === 'text') return undefined;
   if (f.type === 'json_object') return { kind: 'json_object' };
-  if (f.type === 'json_schema') return { kind: 'json_schema', schema: f.schema ?? {} };
+  if (f.type === 'json_schema') return { kind: 'json_schema', schema: f.schema ?? {}, ...(f.strict === true ? { strict: true } : {}) };
   throw bad('invalid_request', 'text.format.type must be text, json_object or json_schema', 'text.format.type');
 }
 
