@@ -143,6 +143,12 @@ export const FORMATS: Readonly<Record<string, string>> = {
   'iri-reference': URI_REF,
   'uri-template': String.raw`(?:[a-zA-Z0-9._~:/?#@!$&()*+,;=-]|\{[+#./;?&]?[a-zA-Z0-9_]{1,20}(?:,[a-zA-Z0-9_]{1,20}){0,4}\})*`,
   byte: String.raw`(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?`,
+  url: String.raw`https?://(?:[a-zA-Z0-9]{1,20}\.){1,3}[a-zA-Z]{2,6}(?::[1-9]\d{1,4})?(?:/[a-zA-Z0-9._~-]*)*`,
+  'json-pointer': String.raw`(?:/(?:[a-zA-Z0-9_.-]|~[01])*)*`,
+  'relative-json-pointer': String.raw`(?:0|[1-9]\d{0,3})(?:#|(?:/(?:[a-zA-Z0-9_.-]|~[01])*)*)`,
+  /** Literal text, optionally anchored: always a valid ECMA-262 pattern. */
+  regex: String.raw`\^?[a-zA-Z0-9_ -]*\$?`,
+  duration: String.raw`P(?:\d{1,4}W|\d{1,4}Y(?:\d{1,4}M)?(?:\d{1,4}D)?|\d{1,4}M(?:\d{1,4}D)?|\d{1,4}D)(?:T(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S))?|PT(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S)`,
 };
 
 export interface StringSpec {

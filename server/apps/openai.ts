@@ -320,7 +320,7 @@ export function openaiApp(svc: Service): OpenAIApps {
       prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,
       ...base,
-      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema } } : {}),
+      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema, ...(plan.strict ? { strict: true } : {}) } } : {}),
       ...(imageBytes ? { images: imageBytes } : {}),
       ...(logprobs !== undefined ? { logprobs } : {}),
     };

@@ -85,9 +85,9 @@ function messagesOf(b: Body): Record<string, unknown>[] {
 /** Responses tools (flat) → chat tools; other tool types are 400s. */
 function toolsOf(tools: unknown[] | null | undefined): unknown[] | undefined {
   return tools?.map((t, i) => {
-    const o = t as { type?: unknown; name?: unknown; description?: unknown; parameters?: unknown } | null;
+    const o = t as { type?: unknown; name?: unknown; description?: unknown; parameters?: unknown; strict?: unknown } | null;
     if (o?.type !== 'function') throw bad('unsupported_parameter', `only function tools are supported (got "${String(o?.type)}")`, `tools.${i}.type`);
-    return { type: 'function', function: { name: o.name, ...(o.description !== undefined ? { description: o.description } : {}), ...(o.parameters !== undefined && o.parameters !== null ? { parameters: o.parameters } : {}) } };
+    return { type: 'function', function: { name: o.name, ...(o.description !== undefined ? { description: o.description } : {}), ...(o.parameters !== undefined && o.parameters !== null ? { parameters: o.parameters } : {}), ...(o.strict === true ? { strict: true } : {}) } };
   });
 }
 
@@ -122,7 +122,7 @@ export function responsesRoutes(app: Hono, spec: ApiSpec, svc: Service, maxBody:
     if (format && plan?.mode === 'forced') throw bad('conflicting_constraints', 'text.format cannot be combined with a required or named tool_choice', 'text.format');
     const messages = templateToolHistory(messagesOf(b), plan?.format) as ChatMessage[];
     const seed = b.seed ?? undefined;
-    const constraint = plan?.forced ? { kind: 'json_schema' as const, schema: plan.forced.schema } : format;
+    const constraint = plan?.forced ? { kind: 'json_schema' as const, schema: plan.forced.schema, ...(plan.strict ? { strict: true } : {}) } : format;
     const req: GenerateRequest = {
       prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,

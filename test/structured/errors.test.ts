@@ -38,7 +38,7 @@ const CASES: Array<[name: string, spec: ConstraintSpec, code: string, path: stri
   ['not of a pattern', schema({ properties: { x: { type: 'string', not: { pattern: '^a' } } } }), 'unsupported_schema_keyword', '/properties/x/not/pattern', 'pattern'],
   ['not of items', schema({ type: 'array', not: { items: { type: 'string' } } }), 'unsupported_schema_keyword', '/not/items', 'items'],
   ['not of a recursive $ref', schema({ type: 'object', properties: { c: { $ref: '#' } }, not: { $ref: '#' } }), 'unsupported_schema_keyword', '/not/$ref', '$ref'],
-  ['unknown format', schema({ type: 'string', format: 'json-pointer' }), 'unsupported_schema_keyword', '/format', 'format'],
+  ['unknown format', schema({ type: 'string', format: 'iso-time' }), 'unsupported_schema_keyword', '/format', 'format'],
   ['uniqueItems', schema({ type: 'object', properties: { tags: { type: 'array', uniqueItems: true } } }), 'unsupported_schema_keyword', '/properties/tags/uniqueItems', 'uniqueItems'],
   ['uniqueItems of strings', schema({ type: 'array', items: { type: 'string' }, uniqueItems: true }), 'unsupported_schema_keyword', '/uniqueItems', 'uniqueItems'],
   ['uniqueItems with minItems 2', schema({ type: 'array', items: { enum: ['a', 'b', 'c'] }, uniqueItems: true, minItems: 2 }), 'unsupported_schema_keyword', '/uniqueItems', 'uniqueItems'],
