@@ -332,6 +332,12 @@ class SchemaCompiler {
         case 'maxItems':
           add({ types: one('array'), minItems: own.maxItems + 1 });
           break;
+        case 'dependentRequired':
+          // Some key present without one of the keys it requires.
+          for (const [, a, deps] of dependencies({ dependentRequired: s.dependentRequired }, path)) {
+            for (const b of deps as string[]) if (b !== a) add({ types: one('object'), required: [a], banned: [b] });
+          }
+          break;
         case 'minProperties':
           if (own.minProps > 0) add({ types: one('object'), maxProps: own.minProps - 1 });
           break;
@@ -535,7 +541,7 @@ class SchemaCompiler {
       const first = prefixSubs[0] ?? p.items ?? { parts: [{ schema: true, path: p.path }] };
       prefixSubs = [{ parts: [...first.parts, ...p.contains.parts] }, ...prefixSubs.slice(1)];
       min = Math.max(min, 1);
-      this.narrowed(ptr(p.path, 'contains'), 'contains', 'the first item is the one that satisfies "contains"');
+      if (p.prefix.length) this.narrowed(ptr(p.path, 'contains'), 'contains', 'the first item is the one that satisfies "contains"');
     }
     const prefix = prefixSubs.map((s) => this.compileSub(s, stack));
     const rest = p.items ? this.compileSub(p.items, stack) : this.anyValue();

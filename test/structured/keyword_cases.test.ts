@@ -43,7 +43,7 @@ interface Case {
 
 const dir = fileURLToPath(new URL('./cases/', import.meta.url));
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
-const SEEDS = [1, 2, 3];
+const SEEDS = [1, 2];
 
 const ajv2020 = new Ajv2020({ strict: false, allErrors: true, logger: false });
 const ajv07 = new Ajv({ strict: false, allErrors: true, logger: false });
@@ -135,7 +135,7 @@ describe('keyword cases over the Llama 3 vocabulary', () => {
             else expect(walk(compiled.start(), ids(v)), `deeper than outlines nests ${JSON.stringify(v)}`).not.toBe(-1);
           }
           for (const seed of backend === 'native' ? SEEDS : SEEDS.slice(0, 1)) {
-            const r = simulate(compiled.start(), vocab, rng(seed * 31 + file.length), 200);
+            const r = simulate(compiled.start(), vocab, rng(seed * 31 + file.length), 150);
             expect(r.violations, `${file} seed ${seed}: ${r.text}`).toEqual([]);
             if (r.reason === 'limit') continue; // a bounded path: its prefix is checked by the mask invariants only
             let value: unknown;
