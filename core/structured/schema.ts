@@ -599,7 +599,7 @@ class SchemaCompiler {
     const keySchema = p.propertyNames ? this.keyAst(p.propertyNames, stack) : null;
     const nameOk = keySchema ? accepts(keySchema) : (): boolean => true;
     const patternParts = (name: string): Sub['parts'] => p.patternProps.filter((x) => patternMatches(x.src, name)).flatMap((x) => x.sub.parts);
-    const members: Array<{ name: string; v: Node; required: boolean }> = [];
+    const members: Array<{ name: string; v: Node; required: boolean; kv?: Node }> = [];
     for (const { name, sub } of p.props) {
       if (banned.has(name) || !nameOk(JSON.stringify(name))) {
         if (required.has(name)) return NONE;
@@ -644,6 +644,8 @@ class SchemaCompiler {
     if (p.minProps > count) {
       // Optional members become required, in schema order, until enough are present (a narrowing).
       for (const m of members) if (!m.required && count < p.minProps) (m.required = true), count++;
+      // One more property can be an extra key (two could repeat one key, which parses as one property).
+      if (count + 1 === p.minProps && extras.length) members.push({ name: '', v: EPS, required: true, kv: alt(...extras) }), count++;
       if (count < p.minProps) {
         fail('unsupported_schema_keyword', `minProperties ${p.minProps} is more than the properties the schema declares (${count}); extra keys cannot be counted`, ptr(p.path, 'minProperties'), 'minProperties');
       }
@@ -659,7 +661,7 @@ class SchemaCompiler {
       }
     }
     const kv = (name: string, v: Node): Node => seq(lit(JSON.stringify(name)), this.colon, v);
-    const props = kept.map((m) => ({ kv: kv(m.name, m.v), required: m.required }));
+    const props = kept.map((m) => ({ kv: m.kv ?? kv(m.name, m.v), required: m.required }));
     const ws = this.opts.ws;
     return seq(openAst(ws, '{'), { t: 'obj', props, extra: extras.length ? alt(...extras) : null, sep: this.sep }, closeAst(ws, '}'));
   }

@@ -50,6 +50,7 @@ function objectSchema(r: R): Record<string, unknown> {
     () => (s.dependentSchemas = { [pick(r, KEYS)]: { properties: { [pick(r, KEYS)]: leaf(r) } } }),
     () => {
       s.if = { properties: { [pick(r, KEYS)]: { const: pick(r, ['x', 1, true]) } } };
+      // biome-ignore lint/suspicious/noThenProperty: the JSON Schema keyword under test
       s.then = { required: [pick(r, KEYS)] };
       if (r() < 0.5) s.else = { properties: { [pick(r, KEYS)]: leaf(r) } };
     },
@@ -70,6 +71,7 @@ function schemaOf(r: R): Record<string, unknown> {
     () => ({ type: 'array', items: leaf(r), contains: leaf(r), maxItems: int(r, 1, 4) }),
     () => ({ type: 'array', items: { enum: ['p', 'q', 1, true] }, uniqueItems: true, minItems: int(r, 0, 1) }),
     () => ({ allOf: [objectSchema(r), { not: objectSchema(r) }] }),
+    // biome-ignore lint/suspicious/noThenProperty: the JSON Schema keyword under test
     () => ({ type: 'object', properties: { v: leaf(r) }, required: ['v'], if: { properties: { v: leaf(r) } }, then: { properties: { w: leaf(r) }, required: ['w'] }, else: { maxProperties: 1 } }),
   ])();
 }
