@@ -20,7 +20,10 @@ import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor } from '../helpers/gpu.ts';
 
 const dir = fileURLToPath(new URL('./schemas/', import.meta.url));
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+// kw-* (one per row of the keyword table) are checked token by token over the Llama 3 vocabulary
+// and by simulation (keyword_cases.test.ts, corpus.test.ts); many are dictionaries or long formatted
+// strings this 260K-parameter model rarely closes within the token limit.
+const files = readdirSync(dir).filter((f) => f.endsWith('.json') && !f.startsWith('kw-')).sort();
 /** One seed per backend keeps the file within CI time; the simulated corpus test covers more seeds. */
 const SEEDS: Record<string, number[]> = { native: [11], outlines: [12] };
 const MAX_NEW = 320;
