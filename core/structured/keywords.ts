@@ -65,6 +65,11 @@ const UNSUPPORTED: ReadonlyMap<string, string> = new Map([
   ['$recursiveAnchor', 'dynamic scopes are not resolved; use a local "$ref"'],
   ['maxContains', 'counting the matching items is not supported'],
 ]);
+/** Integer formats: [min, max] (null: unbounded on that side). */
+const INT_FORMATS: Readonly<Record<string, readonly [number | null, number | null]>> = {
+  int8: [-128, 127], int16: [-32768, 32767], int32: [-(2 ** 31), 2 ** 31 - 1], int64: [null, null],
+  uint8: [0, 255], uint16: [0, 65535], uint32: [0, 2 ** 32 - 1], uint64: [0, null], uint: [0, null], int: [null, null],
+};
 /** Formats that validate nothing (ajv-formats: any string or any number). */
 const NOOP_FORMATS = new Set(['password', 'binary', 'float', 'double']);
 
@@ -195,13 +200,13 @@ export function normalize(s: Record<string, unknown>, path: string): Plain {
   if (s.format !== undefined) {
     const f = s.format;
     if (typeof f !== 'string') fail('invalid_schema', 'format must be a string', ptr(path, 'format'), 'format');
-    if (f === 'int32' || f === 'int64') {
-      // ajv-formats: an integer (int32: in range); applies to numbers only.
+    const range = INT_FORMATS[f];
+    if (range) {
+      // ajv-formats int32/int64: an integer (int32: in range); the others (OpenAPI, schemars) are the
+      // integer range their name says — a narrowing where validators ignore them. Numbers only.
       if (!p.types || p.types.has('number') || p.types.has('integer')) {
-        if (f === 'int32') {
-          p.lower = tighter(p.lower, { value: -(2 ** 31), exclusive: false }, 1);
-          p.upper = tighter(p.upper, { value: 2 ** 31 - 1, exclusive: false }, -1);
-        }
+        if (range[0] !== null) p.lower = tighter(p.lower, { value: range[0], exclusive: false }, 1);
+        if (range[1] !== null) p.upper = tighter(p.upper, { value: range[1], exclusive: false }, -1);
         p.multipleOf ??= 1n;
       }
     } else if (FORMATS[f] !== undefined) p.formats.push({ name: f, path: ptr(path, 'format') });
