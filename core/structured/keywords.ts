@@ -48,6 +48,8 @@ export interface Plain {
   notValues: unknown[] | null;
   /** Integer divisor numbers must be a multiple of (numbers then are integers). */
   multipleOf: bigint | null;
+  /** Numbers must not be integers (the negation of `type: integer`). */
+  fractional: boolean;
   uniqueItems: boolean;
   minProps: number;
   maxProps: number;
@@ -80,7 +82,7 @@ export function emptyPlain(path: string): Plain {
   return {
     path, types: null, props: [], required: [], additional: undefined, prefix: [], items: undefined,
     minItems: 0, maxItems: Infinity, minLength: 0, maxLength: Infinity, lower: null, upper: null,
-    patterns: [], formats: [], enumValues: null, banned: [], notValues: null, multipleOf: null, uniqueItems: false,
+    patterns: [], formats: [], enumValues: null, banned: [], notValues: null, multipleOf: null, fractional: false, uniqueItems: false,
     minProps: 0, maxProps: Infinity, contains: undefined, propertyNames: undefined, patternProps: [],
   };
 }
@@ -318,6 +320,7 @@ export function merge(a: Plain, b: Plain): Plain | null {
     banned,
     notValues: a.notValues && b.notValues ? [...a.notValues, ...b.notValues] : a.notValues ?? b.notValues,
     multipleOf: a.multipleOf && b.multipleOf ? lcm(a.multipleOf, b.multipleOf) : a.multipleOf ?? b.multipleOf,
+    fractional: a.fractional || b.fractional,
     uniqueItems: a.uniqueItems || b.uniqueItems,
     minProps: Math.max(a.minProps, b.minProps),
     maxProps: Math.min(a.maxProps, b.maxProps),
@@ -355,7 +358,7 @@ export function constrains(p: Plain): boolean {
   return p.types !== null || p.props.length > 0 || p.required.length > 0 || p.additional !== undefined || p.prefix.length > 0 ||
     p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.minLength > 0 || p.maxLength !== Infinity ||
     p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.enumValues !== null ||
-    p.banned.length > 0 || p.notValues !== null || p.multipleOf !== null || p.uniqueItems || p.minProps > 0 || p.maxProps !== Infinity ||
+    p.banned.length > 0 || p.notValues !== null || p.multipleOf !== null || p.fractional || p.uniqueItems || p.minProps > 0 || p.maxProps !== Infinity ||
     p.contains !== undefined || p.propertyNames !== undefined || p.patternProps.length > 0;
 }
 
@@ -365,7 +368,7 @@ export function inferTypes(p: Plain): ReadonlySet<JsonType> | null {
   if (p.props.length || p.required.length || p.additional !== undefined || p.minProps > 0 || p.maxProps !== Infinity || p.propertyNames || p.patternProps.length) out.add('object');
   if (p.prefix.length || p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.contains || p.uniqueItems) out.add('array');
   if (p.minLength > 0 || p.maxLength !== Infinity || p.patterns.length || p.formats.length) out.add('string');
-  if (p.lower || p.upper || p.multipleOf) out.add('number');
+  if (p.lower || p.upper || p.multipleOf || p.fractional) out.add('number');
   // Only exclusions (banned keys, excluded values): every type stays possible.
   if (!out.size && (p.banned.length || p.notValues)) return new Set(['null', 'boolean', 'number', 'string', 'array', 'object']);
   return out.size ? out : null;

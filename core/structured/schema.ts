@@ -18,7 +18,7 @@
  * `{}` means any JSON value: a recursive rule natively, a depth-limited
  * expansion for outlines. A top-level `{}` means any JSON object.
  */
-import { type Node, alt, and, EPS, fail, hasCall, lit, NONE, opt, ptr, rep, seq } from './ast.ts';
+import { type Node, alt, and, chars, EPS, fail, hasCall, lit, NONE, opt, ptr, rep, seq } from './ast.ts';
 import { Dfa } from './dfa.ts';
 import { closeAst, colonAst, JSON_CHAR, keyExcluding, openAst, sepAst, stringAst, valueAst, type Whitespace } from './json_text.ts';
 import {
@@ -55,6 +55,15 @@ const VALIDATION = new Set([
   'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef', '$recursiveRef',
 ]);
 const NEG_TYPES: readonly JsonType[] = JSON_TYPES;
+const DIGIT_NODE: Node = chars([0x30, 0x39]);
+/**
+ * Numbers that are not integers: a fraction ending in a non-zero digit, at most
+ * 7 + 7 digits, so the parsed double cannot round to an integer (a narrowing of
+ * the non-integer numbers).
+ */
+const FRACTIONAL: Node = seq(
+  opt(lit('-')), alt(lit('0'), seq(chars([0x31, 0x39]), rep(DIGIT_NODE, 0, 6))), lit('.'), rep(DIGIT_NODE, 0, 6), chars([0x31, 0x39]),
+);
 
 export interface GrammarAst {
   readonly root: Node;
@@ -292,11 +301,11 @@ class SchemaCompiler {
       if (ANNOTATIONS.has(k) || !VALIDATION.has(k)) continue;
       switch (k) {
         case 'type': {
-          // Not integer: non-numbers only (the non-integer numbers are left out: a narrowing).
+          // Not integer: the other types, and numbers with a fractional part.
           const ts = own.types!;
           const rest = NEG_TYPES.filter((t) => !ts.has(t) && !(t === 'integer' && ts.has('number')) && !(t === 'number' && ts.has('integer')));
-          if (ts.has('integer') && !ts.has('number')) this.narrowed(ptr(path, 'type'), 'type', 'the negation of "integer" leaves out the non-integer numbers');
           if (rest.length) add({ types: new Set(rest) });
+          if (ts.has('integer') && !ts.has('number')) add({ types: one('number'), fractional: true });
           break;
         }
         case 'const':
@@ -457,8 +466,10 @@ class SchemaCompiler {
   /** Numbers in [lower, upper] minus the excluded values, split into open intervals; integers only when `integral`. */
   private numericAst(p: Plain, integral: boolean): Node {
     const points = [...new Set((p.notValues ?? []).filter((v): v is number => typeof v === 'number'))].sort((a, b) => a - b);
+    if (p.fractional && integral) return NONE;
     const parts: Node[] = [];
     const one = (lo: Bound | null, hi: Bound | null): Node => {
+      if (p.fractional) return and(numberAst(lo, hi), FRACTIONAL);
       if (!integral) return numberAst(lo, hi);
       const n = integerAst(lo, hi);
       return p.multipleOf !== null && p.multipleOf > 1n ? and(n, { t: 'mod', m: Number(p.multipleOf) }) : n;
