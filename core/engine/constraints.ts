@@ -77,7 +77,8 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
     const millis = Math.min(limits.requestMillis, left);
     try {
       const budget = { millis, ...(signal ? { signal } : {}) };
-      state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace), budget }).start();
+      const strict = c.kind === 'json_schema' && c.strict === true;
+      state = compileConstraint(specOf(c), tok, { backend: parseBackend(c.backend), whitespace: parseWhitespace(c.whitespace), strict, budget }).start();
     } catch (e) {
       // Cut short by the reader's bucket rather than the request's own budget: busy, not too complex.
       if (e instanceof InvalidRequestError && e.code === 'constraint_too_complex' && millis < limits.requestMillis && /took more than/.test(e.message)) {

@@ -18,10 +18,12 @@ import type { DecodePathCounts } from '../models/step.ts';
 /**
  * A structured-output constraint as requested (compiled by the reader).
  * `backend`: 'native' (default) | 'outlines'; `whitespace`: 'none' (default) |
- * 'compact', JSON kinds only (core/structured parseBackend / parseWhitespace).
+ * 'compact' | 'flexible' | 'flexible:N', JSON kinds only (core/structured
+ * parseBackend / parseWhitespace); `strict`: json_schema only, OpenAI strict
+ * semantics (objects that declare properties are closed, all of them required).
  */
 export type ConstraintRequest = (
-  | { kind: 'json_schema'; schema: unknown }
+  | { kind: 'json_schema'; schema: unknown; strict?: boolean }
   | { kind: 'regex'; pattern: string }
   | { kind: 'json_object' }
 ) & { backend?: string; whitespace?: string };

@@ -6,8 +6,9 @@
  * a set, encoded as UTF-8) plus four extensions the JSON front end needs:
  * `call` (a reference to another grammar rule: recursion, native backend only),
  * `and` (intersection, e.g. pattern + maxLength; compiled by product
- * construction), and `obj` (a JSON object's property list with optional members
- * and correct commas in linear size). The smart constructors fold ∅ and ε so
+ * construction), `obj` (a JSON object's property list with optional members
+ * and correct commas in linear size) and `mod` (an optionally signed decimal
+ * digit string whose value is a multiple of m: a residue automaton, m states). The smart constructors fold ∅ and ε so
  * unsatisfiable pieces disappear early. Also home of the error helper: every
  * user-facing failure is an InvalidRequestError with `{ path, keyword }`.
  */
@@ -24,7 +25,8 @@ export type Node =
   | { readonly t: 'rep'; readonly item: Node; readonly min: number; readonly max: number }
   | { readonly t: 'call'; readonly rule: string }
   | { readonly t: 'and'; readonly items: readonly Node[] }
-  | { readonly t: 'obj'; readonly props: readonly ObjProp[]; readonly extra: Node | null; readonly sep: Node };
+  | { readonly t: 'obj'; readonly props: readonly ObjProp[]; readonly extra: Node | null; readonly sep: Node }
+  | { readonly t: 'mod'; readonly m: number };
 
 /** One declared member of an object: `kv` is `"key":value` (already with the colon). */
 export interface ObjProp {

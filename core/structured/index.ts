@@ -18,7 +18,7 @@ import type { TokenConstraint } from '../engine/engine.ts';
 import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
 import { OverBudgetError, TooLargeError, withBudget } from './budget.ts';
-import { type Whitespace, WHITESPACES } from './json_text.ts';
+import { FLEXIBLE_LIMIT, type Whitespace, WHITESPACES } from './json_text.ts';
 import { NativeGrammar } from './native.ts';
 import { OutlinesIndex } from './outlines.ts';
 import { regexFullMatch } from './regex.ts';
@@ -59,10 +59,18 @@ export interface CompileOptions {
   backend?: Backend;
   /**
    * JSON constraints only: 'none' (default) = no insignificant whitespace;
-   * 'compact' = exactly one space after every ':' and ','. A regex constraint
-   * takes no whitespace mode (anything but 'none' is refused).
+   * 'compact' = exactly one space after every ':' and ','; 'flexible' /
+   * 'flexible:N' = any JSON whitespace where JSON allows it, each run at most
+   * 16 / N characters (json_text.ts). A regex constraint takes no whitespace
+   * mode (anything but 'none' is refused).
    */
   whitespace?: Whitespace;
+  /**
+   * JSON Schema constraints only: OpenAI `strict: true` semantics — objects
+   * that declare properties are closed and all their properties required.
+   * Default false: JSON Schema semantics (absent additionalProperties = open).
+   */
+  strict?: boolean;
   /**
    * Work budget: the compile is abandoned after `millis` ms (400
    * `constraint_too_complex`) or once `signal` aborts (CancelledError).
@@ -81,8 +89,9 @@ export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: 
   if (ws !== 'none' && spec?.kind === 'regex') {
     throw new InvalidRequestError('conflicting_constraints', 'json_whitespace applies to JSON constraints (json_schema, json_object), not to regex_string', { field: 'json_whitespace' });
   }
-  // The whitespace mode is part of the key: the same schema compiles to a different automaton per mode.
-  const key = `${backend}|${ws}|${canonicalSpec(spec)}`;
+  const strict = opts.strict === true && spec?.kind === 'json_schema';
+  // The whitespace mode and strictness are part of the key: the same schema compiles to a different automaton per mode.
+  const key = `${backend}|${ws}|${strict ? 'strict' : 'open'}|${canonicalSpec(spec)}`;
   let cache = caches.get(vocab);
   if (!cache) caches.set(vocab, (cache = new Map()));
   const hit = cache.get(key);
@@ -93,7 +102,7 @@ export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: 
   }
   const t0 = performance.now();
   const b = opts.budget;
-  const compiled = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => build(spec, vocab, backend, ws));
+  const compiled = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => build(spec, vocab, backend, ws, strict));
   const result: CompiledConstraint = { backend, compileMs: performance.now() - t0, start: compiled };
   cache.set(key, result);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
@@ -111,21 +120,23 @@ export function parseBackend(name: unknown): Backend {
   );
 }
 
-/** Validates a `json_whitespace` request value (absent → 'none'). */
+/** Validates a `json_whitespace` request value (absent → 'none'; 'flexible:N' with N in 1..64). */
 export function parseWhitespace(name: unknown): Whitespace {
   if (name === undefined || name === null) return 'none';
   if (typeof name === 'string' && (WHITESPACES as readonly string[]).includes(name)) return name as Whitespace;
-  throw new InvalidRequestError('invalid_json_whitespace', `unknown json_whitespace ${JSON.stringify(name)}; valid: ${WHITESPACES.join(', ')}`, {
+  const m = typeof name === 'string' ? /^flexible:([1-9]\d*)$/.exec(name) : null;
+  if (m && Number(m[1]) <= FLEXIBLE_LIMIT) return `flexible:${Number(m[1])}`;
+  throw new InvalidRequestError('invalid_json_whitespace', `unknown json_whitespace ${JSON.stringify(name)}; valid: ${WHITESPACES.join(', ')}, or flexible:N with N from 1 to ${FLEXIBLE_LIMIT}`, {
     field: 'json_whitespace',
-    valid: [...WHITESPACES],
+    valid: [...WHITESPACES, `flexible:1..${FLEXIBLE_LIMIT}`],
   });
 }
 
-function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace): GrammarAst {
+function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace, strict: boolean): GrammarAst {
   const recursion = backend === 'native' ? 'rules' : 'refuse';
   switch (spec.kind) {
     case 'json_schema':
-      return schemaToAst(spec.schema, { ws, recursion });
+      return schemaToAst(spec.schema, { ws, recursion, strict });
     case 'json_object':
       return schemaToAst({ type: 'object' }, { ws, recursion });
     case 'regex': {
@@ -136,11 +147,11 @@ function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace): Gr
   }
 }
 
-function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whitespace): () => ConstraintState {
+function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whitespace, strict: boolean): () => ConstraintState {
   const keyword = spec.kind === 'regex' ? 'regex_string' : 'json_schema';
   const code = spec.kind === 'regex' ? 'invalid_regex' : 'invalid_schema';
   try {
-    const g = specGrammar(spec, backend, ws);
+    const g = specGrammar(spec, backend, ws, strict);
     const trie = TokenTrie.for(vocab);
     if (backend === 'outlines') {
       if (g.rules.size) throw new Error('structured: outlines grammar with rules'); // schema.ts refuses recursion

@@ -17,14 +17,34 @@ import { ANY, type Ranges, intersect, members, ranges, single, subtract, union }
 import { parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
 
 /**
- * Insignificant whitespace the output must use — exactly, not at most:
- * 'none' = `{"a":1,"b":[1,2]}`, 'compact' = `{"a": 1, "b": [1, 2]}` (one space
- * after every ':' and ',', none elsewhere; Python json.dumps' default
- * separators). No indented mode: its indent depends on nesting depth, which a
- * rule shared across depths (recursive $ref, any-value) cannot know.
+ * Insignificant whitespace the output must use:
+ * 'none' = `{"a":1,"b":[1,2]}`; 'compact' = `{"a": 1, "b": [1, 2]}` (exactly
+ * one space after every ':' and ',', none elsewhere; Python json.dumps'
+ * default separators); 'flexible' = any run of JSON whitespace (space, tab,
+ * LF, CR) of at most FLEXIBLE_MAX characters wherever JSON allows whitespace
+ * inside the value — after '{' and '[', before '}' and ']', around ':' and ','
+ * (an empty `{}` / `[]` holds two such runs) — so indented output stays on
+ * the model's distribution while a model cannot loop on whitespace;
+ * 'flexible:N' sets that maximum to N (1..64). Never before or after the
+ * root value: the output starts with its first token and ends with its last.
  */
-export type Whitespace = 'none' | 'compact';
-export const WHITESPACES: readonly Whitespace[] = ['none', 'compact'];
+export type Whitespace = 'none' | 'compact' | 'flexible' | `flexible:${number}`;
+export const WHITESPACES: readonly Whitespace[] = ['none', 'compact', 'flexible'];
+/** Longest whitespace run in 'flexible' mode (enough for 2-space indent at depth 7 after a newline). */
+export const FLEXIBLE_MAX = 16;
+export const FLEXIBLE_LIMIT = 64;
+
+/** The longest whitespace run a mode allows between two tokens (0: none; compact's single spaces are fixed). */
+export function flexibleMax(ws: Whitespace): number {
+  if (ws === 'flexible') return FLEXIBLE_MAX;
+  return ws.startsWith('flexible:') ? Number(ws.slice(9)) : 0;
+}
+
+/** A run of insignificant whitespace (flexible modes only; ε otherwise). */
+export function wsRun(ws: Whitespace): Node {
+  const max = flexibleMax(ws);
+  return max ? rep(chars([0x09, 0x0a], [0x0d, 0x0d], [0x20, 0x20]), 0, max) : EPS;
+}
 
 /** Characters JSON requires escaped. */
 const ESC: Ranges = ranges([[0, 0x1f], [0x22, 0x22], [0x5c, 0x5c]]);
@@ -82,20 +102,53 @@ export function patternContent(branches: readonly RegexBranch[]): Node {
   return alt(...branches.map((b) => seq(b.start ? EPS : anyRun, encodeChars(b.node), b.end ? EPS : anyRun)));
 }
 
-// The supported `format`s, as regexes over ASCII (a subset of what ajv-formats accepts).
+// The supported `format`s, as regexes over ASCII. Each accepts a subset of what ajv-formats
+// (full mode) accepts, so generated strings always validate; unknown-to-ajv IDN/IRI formats use
+// their ASCII forms (every URI is an IRI, every email an idn-email).
 const DATE = String.raw`\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)`;
 const TIME = String.raw`(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)`;
 const LABEL = String.raw`[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?`;
 const OCTET = String.raw`(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`;
+const SEG = String.raw`[a-zA-Z0-9._~!$&()*+,;=:@-]`;
+const TAIL = String.raw`(?:\?[a-zA-Z0-9._~!$&()*+,;=:@/?-]*)?(?:#[a-zA-Z0-9._~!$&()*+,;=:@/?-]*)?`;
+/** scheme ":" then "//" authority path, an absolute path or a rootless path; any scheme (file:///x, urn:a:b, mailto:a@b). */
+const URI = String.raw`[a-zA-Z][a-zA-Z0-9+.-]{0,15}:(?://[a-zA-Z0-9._~-]*(?::\d{1,5})?(?:/${SEG}*)*|/(?:${SEG}+(?:/${SEG}*)*)?|${SEG}+(?:/${SEG}*)*)${TAIL}`;
+/** A URI, or a relative reference whose first segment has no ':' (./a, ../b?q, #frag, empty). */
+const URI_REF = String.raw`${URI}|(?:/?[a-zA-Z0-9._~-]+(?:/${SEG}*)*)?${TAIL}`;
+const H16 = '[0-9a-fA-F]{1,4}';
+/** IPv6: eight groups, or "::" standing for at least one zero group (left + right ≤ 7 groups). */
+const IPV6 = [`(?:${H16}:){7}${H16}`]
+  .concat(Array.from({ length: 8 }, (_, l) => Array.from({ length: 8 - l }, (_, r) => {
+    const left = l ? `(?:${H16}:){${l - 1}}${H16}` : '';
+    const right = r ? `${H16}(?::${H16}){${r - 1}}` : '';
+    return `${left}::${right}`;
+  })).flat())
+  .join('|');
+const EMAIL = String.raw`[a-zA-Z0-9_+-]{1,20}(?:\.[a-zA-Z0-9_+-]{1,20}){0,2}@(?:${LABEL}\.){1,3}[a-zA-Z]{2,6}`;
+const HOSTNAME = String.raw`${LABEL}(?:\.${LABEL}){0,4}`;
 export const FORMATS: Readonly<Record<string, string>> = {
   date: DATE,
   time: TIME,
   'date-time': `${DATE}T${TIME}`,
   uuid: String.raw`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
-  email: String.raw`[a-zA-Z0-9_+-]{1,20}(?:\.[a-zA-Z0-9_+-]{1,20}){0,2}@(?:${LABEL}\.){1,3}[a-zA-Z]{2,6}`,
+  email: EMAIL,
+  'idn-email': EMAIL,
   ipv4: String.raw`(?:${OCTET}\.){3}${OCTET}`,
-  hostname: String.raw`${LABEL}(?:\.${LABEL}){0,4}`,
-  uri: String.raw`https?://${LABEL}(?:\.${LABEL}){0,4}(?::[1-9]\d{1,4})?(?:/[a-zA-Z0-9._~-]*)*(?:\?[a-zA-Z0-9._~=&-]*)?`,
+  ipv6: IPV6,
+  hostname: HOSTNAME,
+  'idn-hostname': HOSTNAME,
+  uri: URI,
+  iri: URI,
+  'uri-reference': URI_REF,
+  'iri-reference': URI_REF,
+  'uri-template': String.raw`(?:[a-zA-Z0-9._~:/?#@!$&()*+,;=-]|\{[+#./;?&]?[a-zA-Z0-9_]{1,20}(?:,[a-zA-Z0-9_]{1,20}){0,4}\})*`,
+  byte: String.raw`(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?`,
+  url: String.raw`https?://(?:[a-zA-Z0-9]{1,20}\.){1,3}[a-zA-Z]{2,6}(?::[1-9]\d{1,4})?(?:/[a-zA-Z0-9._~-]*)*`,
+  'json-pointer': String.raw`(?:/(?:[a-zA-Z0-9_.-]|~[01])*)*`,
+  'relative-json-pointer': String.raw`(?:0|[1-9]\d{0,3})(?:#|(?:/(?:[a-zA-Z0-9_.-]|~[01])*)*)`,
+  /** Literal text, optionally anchored: always a valid ECMA-262 pattern. */
+  regex: String.raw`\^?[a-zA-Z0-9_ -]*\$?`,
+  duration: String.raw`P(?:\d{1,4}W|\d{1,4}Y(?:\d{1,4}M)?(?:\d{1,4}D)?|\d{1,4}M(?:\d{1,4}D)?|\d{1,4}D)(?:T(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S))?|PT(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S)`,
 };
 
 export interface StringSpec {
@@ -103,6 +156,8 @@ export interface StringSpec {
   maxLength: number;
   patterns: ReadonlyArray<{ src: string; path: string }>;
   formats: ReadonlyArray<{ name: string; path: string }>;
+  /** Decoded values the string must not be (`not: {const/enum}`); canonical encodings only. */
+  excluded?: readonly string[];
 }
 
 /** A whole JSON string (with quotes) satisfying every constraint in `spec`. */
@@ -110,6 +165,7 @@ export function stringAst(spec: StringSpec): Node {
   const parts: Node[] = [];
   for (const p of spec.patterns) parts.push(patternContent(parseRegex(p.src, { path: p.path, keyword: 'pattern' })));
   for (const f of spec.formats) parts.push(regexFullMatch(FORMATS[f.name]!, { path: f.path, keyword: 'format' }));
+  if (spec.excluded?.length) parts.push(contentExcluding(spec.excluded));
   if (spec.minLength > 0 || spec.maxLength !== Infinity || parts.length === 0) {
     parts.push(rep(JSON_CHAR, spec.minLength, spec.maxLength));
   }
@@ -119,6 +175,11 @@ export function stringAst(spec: StringSpec): Node {
 /** A JSON string key whose decoded value is none of `names` (canonical encoding only). */
 export function keyExcluding(names: readonly string[]): Node {
   if (names.length === 0) return seq(lit('"'), rep(JSON_CHAR, 0, Infinity), lit('"'));
+  return seq(lit('"'), contentExcluding(names), lit('"'));
+}
+
+/** String content (between the quotes) whose decoded value is none of `names`, canonically encoded. */
+function contentExcluding(names: readonly string[]): Node {
   interface T {
     end: boolean;
     kids: Map<number, T>;
@@ -141,23 +202,27 @@ export function keyExcluding(names: readonly string[]): Node {
     for (const [c, k] of t.kids) parts.push(seq(encodedClass(single(c)), walk(k)));
     return alt(...parts);
   };
-  return seq(lit('"'), walk(root), lit('"'));
+  return walk(root);
 }
 
-export const sepAst = (ws: Whitespace): Node => lit(ws === 'none' ? ',' : ', ');
-export const colonAst = (ws: Whitespace): Node => lit(ws === 'none' ? ':' : ': ');
+export const sepAst = (ws: Whitespace): Node => seq(wsRun(ws), lit(ws === 'compact' ? ', ' : ','), wsRun(ws));
+export const colonAst = (ws: Whitespace): Node => seq(wsRun(ws), lit(ws === 'compact' ? ': ' : ':'), wsRun(ws));
+/** An opening '{' or '[' with the whitespace that may follow it. */
+export const openAst = (ws: Whitespace, c: '{' | '['): Node => seq(lit(c), wsRun(ws));
+/** A closing '}' or ']' with the whitespace that may precede it. */
+export const closeAst = (ws: Whitespace, c: '}' | ']'): Node => seq(wsRun(ws), lit(c));
 
 /** A literal JSON value (enum / const member), honouring the whitespace mode. */
 export function valueAst(v: unknown, ws: Whitespace): Node {
   if (Array.isArray(v)) {
     const items: Node[] = [];
     v.forEach((x, i) => items.push(...(i ? [sepAst(ws)] : []), valueAst(x, ws)));
-    return seq(lit('['), ...items, lit(']'));
+    return seq(openAst(ws, '['), ...items, closeAst(ws, ']'));
   }
   if (v !== null && typeof v === 'object') {
     const items: Node[] = [];
     Object.entries(v).forEach(([k, x], i) => items.push(...(i ? [sepAst(ws)] : []), lit(JSON.stringify(k)), colonAst(ws), valueAst(x, ws)));
-    return seq(lit('{'), ...items, lit('}'));
+    return seq(openAst(ws, '{'), ...items, closeAst(ws, '}'));
   }
   return lit(JSON.stringify(v));
 }

@@ -21,7 +21,8 @@ export const JSON_TYPES: readonly JsonType[] = ['null', 'boolean', 'integer', 'n
 
 /** A subschema to be compiled as the conjunction of its parts. */
 export interface Sub {
-  readonly parts: ReadonlyArray<{ readonly schema: unknown; readonly path: string }>;
+  /** `neg`: the part is the negation of `schema` (from `not`), compiled as a sound narrowing of it. */
+  readonly parts: ReadonlyArray<{ readonly schema: unknown; readonly path: string; readonly neg?: boolean }>;
 }
 
 export interface Plain {
@@ -41,15 +42,38 @@ export interface Plain {
   patterns: Array<{ src: string; path: string }>;
   formats: Array<{ name: string; path: string }>;
   enumValues: unknown[] | null;
+  /** Keys that must be absent (`not: {required}`, dependencies). */
+  banned: string[];
+  /** Values the instance must not equal (`not: {const/enum}`). */
+  notValues: unknown[] | null;
+  /** Integer divisor numbers must be a multiple of (numbers then are integers). */
+  multipleOf: bigint | null;
+  /** Numbers must not be integers (the negation of `type: integer`). */
+  fractional: boolean;
+  uniqueItems: boolean;
+  minProps: number;
+  maxProps: number;
+  contains: Sub | undefined;
+  propertyNames: Sub | undefined;
+  patternProps: Array<{ src: string; path: string; sub: Sub }>;
 }
 
-const UNSUPPORTED = new Set([
-  'not', 'multipleOf', 'patternProperties', 'propertyNames', 'maxProperties', 'contains', 'minContains', 'maxContains',
-  'dependentRequired', 'dependentSchemas', 'dependencies', 'unevaluatedProperties', 'unevaluatedItems', '$dynamicRef',
-  '$recursiveRef', '$recursiveAnchor',
+/** Keywords refused outright (each with the reason given to the client). */
+const UNSUPPORTED: ReadonlyMap<string, string> = new Map([
+  ['unevaluatedProperties', 'it depends on which subschemas evaluated which properties at validation time'],
+  ['unevaluatedItems', 'it depends on which subschemas evaluated which items at validation time'],
+  ['$dynamicRef', 'dynamic scopes are not resolved; use a local "$ref"'],
+  ['$recursiveRef', 'dynamic scopes are not resolved; use a local "$ref"'],
+  ['$recursiveAnchor', 'dynamic scopes are not resolved; use a local "$ref"'],
+  ['maxContains', 'counting the matching items is not supported'],
 ]);
-/** Formats that validate nothing (ajv-formats) or only pick a numeric range. */
-const NOOP_FORMATS = new Set(['password', 'binary', 'int64', 'float', 'double']);
+/** Integer formats: [min, max] (null: unbounded on that side). */
+const INT_FORMATS: Readonly<Record<string, readonly [number | null, number | null]>> = {
+  int8: [-128, 127], int16: [-32768, 32767], int32: [-(2 ** 31), 2 ** 31 - 1], int64: [null, null],
+  uint8: [0, 255], uint16: [0, 65535], uint32: [0, 2 ** 32 - 1], uint64: [0, null], uint: [0, null], int: [null, null],
+};
+/** Formats that validate nothing (ajv-formats: any string or any number). */
+const NOOP_FORMATS = new Set(['password', 'binary', 'float', 'double']);
 
 export const isSchema = (s: unknown): boolean => typeof s === 'boolean' || (s !== null && typeof s === 'object' && !Array.isArray(s));
 const one = (schema: unknown, path: string): Sub => ({ parts: [{ schema, path }] });
@@ -58,7 +82,8 @@ export function emptyPlain(path: string): Plain {
   return {
     path, types: null, props: [], required: [], additional: undefined, prefix: [], items: undefined,
     minItems: 0, maxItems: Infinity, minLength: 0, maxLength: Infinity, lower: null, upper: null,
-    patterns: [], formats: [], enumValues: null,
+    patterns: [], formats: [], enumValues: null, banned: [], notValues: null, multipleOf: null, fractional: false, uniqueItems: false,
+    minProps: 0, maxProps: Infinity, contains: undefined, propertyNames: undefined, patternProps: [],
   };
 }
 
@@ -71,6 +96,8 @@ export function emptyPlain(path: string): Plain {
  */
 export const MAX_ITEMS_COUNT = 1000;
 export const MAX_LENGTH_COUNT = 10_000;
+/** Largest `multipleOf` divisor: its residue automaton has one state per residue. */
+export const MAX_DIVISOR = 10_000;
 
 function count(s: Record<string, unknown>, k: string, path: string, limit: number): number | undefined {
   const v = s[k];
@@ -96,10 +123,39 @@ function subschema(v: unknown, path: string, k: string): Sub {
 export function normalize(s: Record<string, unknown>, path: string): Plain {
   const p = emptyPlain(path);
   for (const k of Object.keys(s)) {
-    if (UNSUPPORTED.has(k)) fail('unsupported_schema_keyword', `keyword "${k}" is not supported for constrained decoding`, ptr(path, k), k);
-    if (k === 'uniqueItems' && s[k] === true) fail('unsupported_schema_keyword', 'uniqueItems: true is not supported', ptr(path, k), k);
-    if (k === 'if' && (s.then !== undefined || s.else !== undefined)) fail('unsupported_schema_keyword', 'if/then/else is not supported', ptr(path, k), k);
-    if (k === 'minProperties' && s[k] !== 0) fail('unsupported_schema_keyword', 'minProperties is not supported', ptr(path, k), k);
+    const why = UNSUPPORTED.get(k);
+    if (why && !(k === 'maxContains' && s.contains === undefined)) fail('unsupported_schema_keyword', `keyword "${k}" is not supported for constrained decoding: ${why}`, ptr(path, k), k);
+  }
+  if (s.uniqueItems !== undefined) {
+    if (typeof s.uniqueItems !== 'boolean') fail('invalid_schema', 'uniqueItems must be a boolean', ptr(path, 'uniqueItems'), 'uniqueItems');
+    p.uniqueItems = s.uniqueItems;
+  }
+  p.minProps = count(s, 'minProperties', path, MAX_ITEMS_COUNT) ?? 0;
+  p.maxProps = count(s, 'maxProperties', path, MAX_ITEMS_COUNT) ?? Infinity;
+  if (s.multipleOf !== undefined) {
+    const m = s.multipleOf;
+    if (typeof m !== 'number' || !Number.isFinite(m) || m <= 0) fail('invalid_schema', 'multipleOf must be a number greater than 0', ptr(path, 'multipleOf'), 'multipleOf');
+    if (!Number.isInteger(m)) {
+      fail('unsupported_schema_keyword', 'multipleOf with a fractional divisor is not supported: validators divide in binary floating point (0.07 / 0.01 is not an integer there), so no output could be guaranteed to validate; use an integer divisor on a scaled value', ptr(path, 'multipleOf'), 'multipleOf');
+    }
+    if (m > MAX_DIVISOR) fail('constraint_too_complex', `multipleOf above ${MAX_DIVISOR} is not supported for constrained decoding`, ptr(path, 'multipleOf'), 'multipleOf', { limit: MAX_DIVISOR });
+    p.multipleOf = BigInt(m);
+  }
+  if (s.contains !== undefined) {
+    const minC = s.minContains;
+    if (minC !== undefined && (typeof minC !== 'number' || !Number.isInteger(minC) || minC < 0)) fail('invalid_schema', 'minContains must be a non-negative integer', ptr(path, 'minContains'), 'minContains');
+    if (minC !== undefined && minC > 1) fail('unsupported_schema_keyword', 'minContains above 1 is not supported: counting the matching items is not supported', ptr(path, 'minContains'), 'minContains');
+    if (minC !== 0) p.contains = subschema(s.contains, ptr(path, 'contains'), 'contains');
+  }
+  if (s.propertyNames !== undefined) p.propertyNames = subschema(s.propertyNames, ptr(path, 'propertyNames'), 'propertyNames');
+  if (s.patternProperties !== undefined) {
+    const pp = s.patternProperties;
+    if (!pp || typeof pp !== 'object' || Array.isArray(pp)) fail('invalid_schema', 'patternProperties must be an object', ptr(path, 'patternProperties'), 'patternProperties');
+    for (const [src, sub] of Object.entries(pp)) {
+      const at = ptr(ptr(path, 'patternProperties'), src);
+      parseRegex(src, { path: at, keyword: 'patternProperties' });
+      p.patternProps.push({ src, path: at, sub: subschema(sub, at, 'patternProperties') });
+    }
   }
   if (s.type !== undefined) {
     const list = Array.isArray(s.type) ? s.type : [s.type];
@@ -146,10 +202,14 @@ export function normalize(s: Record<string, unknown>, path: string): Plain {
   if (s.format !== undefined) {
     const f = s.format;
     if (typeof f !== 'string') fail('invalid_schema', 'format must be a string', ptr(path, 'format'), 'format');
-    if (f === 'int32') {
+    const range = INT_FORMATS[f];
+    if (range) {
+      // ajv-formats int32/int64: an integer (int32: in range); the others (OpenAPI, schemars) are the
+      // integer range their name says — a narrowing where validators ignore them. Numbers only.
       if (!p.types || p.types.has('number') || p.types.has('integer')) {
-        p.lower = tighter(p.lower, { value: -(2 ** 31), exclusive: false }, 1);
-        p.upper = tighter(p.upper, { value: 2 ** 31 - 1, exclusive: false }, -1);
+        if (range[0] !== null) p.lower = tighter(p.lower, { value: range[0], exclusive: false }, 1);
+        if (range[1] !== null) p.upper = tighter(p.upper, { value: range[1], exclusive: false }, -1);
+        p.multipleOf ??= 1n;
       }
     } else if (FORMATS[f] !== undefined) p.formats.push({ name: f, path: ptr(path, 'format') });
     else if (!NOOP_FORMATS.has(f)) {
@@ -212,11 +272,16 @@ export function merge(a: Plain, b: Plain): Plain | null {
   const types = intersectTypes(a.types, b.types);
   if (types && types.size === 0) return null;
   const required = [...new Set([...a.required, ...b.required])];
+  const banned = [...new Set([...a.banned, ...b.banned])];
+  if (required.some((r) => banned.includes(r))) return null;
+  if ((a.patternProps.length && (b.patternProps.length || b.additional !== undefined)) || (b.patternProps.length && a.additional !== undefined)) {
+    fail('unsupported_schema_keyword', 'patternProperties combined (allOf) with another object\'s additionalProperties or patternProperties is not supported', a.path, 'patternProperties');
+  }
   const names = new Set([...a.props.map((x) => x.name), ...b.props.map((x) => x.name)]);
   const props: Plain['props'] = [];
   for (const name of names) {
-    const pa = a.props.find((x) => x.name === name)?.sub ?? (forbids(a.additional) ? null : a.additional);
-    const pb = b.props.find((x) => x.name === name)?.sub ?? (forbids(b.additional) ? null : b.additional);
+    const pa = a.props.find((x) => x.name === name)?.sub ?? implicitSub(a, name);
+    const pb = b.props.find((x) => x.name === name)?.sub ?? implicitSub(b, name);
     if (pa === null || pb === null) {
       if (required.includes(name)) return null;
       continue;
@@ -225,7 +290,7 @@ export function merge(a: Plain, b: Plain): Plain | null {
   }
   for (const r of required) {
     if (names.has(r)) continue;
-    if (forbids(a.additional) || forbids(b.additional)) return null;
+    if (implicitSub(a, r) === null || implicitSub(b, r) === null) return null;
   }
   const prefix: Sub[] = [];
   for (let i = 0; i < Math.max(a.prefix.length, b.prefix.length); i++) {
@@ -252,22 +317,59 @@ export function merge(a: Plain, b: Plain): Plain | null {
     patterns: [...a.patterns, ...b.patterns],
     formats: [...a.formats, ...b.formats],
     enumValues,
+    banned,
+    notValues: a.notValues && b.notValues ? [...a.notValues, ...b.notValues] : a.notValues ?? b.notValues,
+    multipleOf: a.multipleOf && b.multipleOf ? lcm(a.multipleOf, b.multipleOf) : a.multipleOf ?? b.multipleOf,
+    fractional: a.fractional || b.fractional,
+    uniqueItems: a.uniqueItems || b.uniqueItems,
+    minProps: Math.max(a.minProps, b.minProps),
+    maxProps: Math.min(a.maxProps, b.maxProps),
+    contains: both(a.contains, b.contains),
+    propertyNames: both(a.propertyNames, b.propertyNames),
+    patternProps: [...a.patternProps, ...b.patternProps],
   };
+}
+
+const gcd = (a: bigint, b: bigint): bigint => (b === 0n ? a : gcd(b, a % b));
+const lcm = (a: bigint, b: bigint): bigint => (a / gcd(a, b)) * b;
+
+/** Whether `name` matches a `patternProperties` pattern (ECMA-262 regex, as validators test it). */
+export function patternMatches(src: string, name: string): boolean {
+  try {
+    return new RegExp(src, 'u').test(name);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The schema an undeclared property `name` of `p` must satisfy: null = forbidden
+ * (banned, or additionalProperties false), undefined = any value. Keys matching a
+ * pattern get the pattern schemas (added where the object compiles), not additionalProperties.
+ */
+export function implicitSub(p: Plain, name: string): Sub | undefined | null {
+  if (p.banned.includes(name)) return null;
+  if (p.patternProps.some((x) => patternMatches(x.src, name))) return undefined;
+  return forbids(p.additional) ? null : p.additional;
 }
 
 /** True if the record constrains anything (an empty record means "any value"). */
 export function constrains(p: Plain): boolean {
   return p.types !== null || p.props.length > 0 || p.required.length > 0 || p.additional !== undefined || p.prefix.length > 0 ||
     p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.minLength > 0 || p.maxLength !== Infinity ||
-    p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.enumValues !== null;
+    p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.enumValues !== null ||
+    p.banned.length > 0 || p.notValues !== null || p.multipleOf !== null || p.fractional || p.uniqueItems || p.minProps > 0 || p.maxProps !== Infinity ||
+    p.contains !== undefined || p.propertyNames !== undefined || p.patternProps.length > 0;
 }
 
 /** Types implied by the keywords present when `type` is absent (null: nothing implied → any value). */
 export function inferTypes(p: Plain): ReadonlySet<JsonType> | null {
   const out = new Set<JsonType>();
-  if (p.props.length || p.required.length || p.additional !== undefined) out.add('object');
-  if (p.prefix.length || p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity) out.add('array');
+  if (p.props.length || p.required.length || p.additional !== undefined || p.minProps > 0 || p.maxProps !== Infinity || p.propertyNames || p.patternProps.length) out.add('object');
+  if (p.prefix.length || p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.contains || p.uniqueItems) out.add('array');
   if (p.minLength > 0 || p.maxLength !== Infinity || p.patterns.length || p.formats.length) out.add('string');
-  if (p.lower || p.upper) out.add('number');
+  if (p.lower || p.upper || p.multipleOf || p.fractional) out.add('number');
+  // Only exclusions (banned keys, excluded values): every type stays possible.
+  if (!out.size && (p.banned.length || p.notValues)) return new Set(['null', 'boolean', 'number', 'string', 'array', 'object']);
   return out.size ? out : null;
 }

@@ -133,6 +133,19 @@ function frag(nfa: Nfa, n: Node, from: number, to: number, ri: RuleIndex | null)
     case 'and':
       embedProduct(nfa, n.items, from, to);
       return;
+    case 'mod': {
+      // States: `first` (no digit yet) and one per residue of the digits read so far, mod m.
+      const first = nfa.add();
+      nfa.eps[from]!.push(first);
+      nfa.edges[from]!.push(0x2d, 0x2d, first);
+      const res = Array.from({ length: n.m }, () => nfa.add());
+      for (let d = 0; d <= 9; d++) nfa.edges[first]!.push(0x30 + d, 0x30 + d, res[d % n.m]!);
+      res.forEach((s, r) => {
+        for (let d = 0; d <= 9; d++) nfa.edges[s]!.push(0x30 + d, 0x30 + d, res[(r * 10 + d) % n.m]!);
+      });
+      nfa.eps[res[0]!]!.push(to);
+      return;
+    }
     case 'obj': {
       let b0 = from;
       let b1 = nfa.add();

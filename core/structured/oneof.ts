@@ -25,6 +25,8 @@ export interface Gen {
   readonly required: readonly string[];
   /** Keys the generator may emit (null: any key). */
   readonly keys: ReadonlySet<string> | null;
+  /** Keys the generator never emits. */
+  readonly absent: ReadonlySet<string>;
   propConsts(name: string): readonly unknown[] | null;
 }
 
@@ -41,24 +43,30 @@ function constsOf(schema: unknown): unknown[] | null {
 
 export function genOfValues(values: readonly unknown[]): Gen {
   return {
-    types: new Set(values.map(typeOfValue)), consts: values, lower: null, upper: null, required: [], keys: null,
+    types: new Set(values.map(typeOfValue)), consts: values, lower: null, upper: null, required: [], keys: null, absent: new Set(),
     propConsts: () => null,
   };
 }
 
-/** Facts about a merged term; `opaque` (a rule whose body has combinators) knows nothing. */
-export function genOfPlain(p: Plain, opaque: boolean): Gen {
-  if (opaque) return { types: ALL, consts: null, lower: null, upper: null, required: [], keys: null, propConsts: () => null };
+/**
+ * Facts about a merged term; `opaque` (a rule whose body has combinators) knows
+ * nothing. `strict`: objects with declared properties are closed and emit every
+ * declared property (see SchemaOptions.strict).
+ */
+export function genOfPlain(p: Plain, opaque: boolean, strict = false): Gen {
+  if (opaque) return { types: ALL, consts: null, lower: null, upper: null, required: [], keys: null, absent: new Set(), propConsts: () => null };
   if (p.enumValues) return genOfValues(p.enumValues);
   const declared = [...p.props.map((x) => x.name), ...p.required];
-  const closed = p.additional === undefined ? declared.length > 0 : p.additional.parts.some((x) => x.schema === false);
+  const forbid = p.additional?.parts.some((x) => x.schema === false) ?? false;
+  const closed = forbid || (strict && p.additional === undefined && declared.length > 0);
   return {
     types: p.types ?? inferTypes(p) ?? ALL,
     consts: null,
     lower: p.lower,
     upper: p.upper,
     required: p.required,
-    keys: closed ? new Set(declared) : null,
+    keys: closed && !p.patternProps.length ? new Set(declared) : null,
+    absent: new Set(p.banned),
     propConsts(name) {
       const sub = p.props.find((x) => x.name === name)?.sub;
       let out: unknown[] | null = null;
@@ -133,7 +141,7 @@ function ownExcludes(g: Gen, o: Record<string, unknown>, resolve: Resolve, depth
       const c = g.propConsts(name);
       if (c && Object.hasOwn(props, name) && excludes(genOfValues(c), props[name], resolve, depth + 1)) return true;
     }
-    if (g.keys && Array.isArray(o.required) && o.required.some((r) => typeof r === 'string' && !g.keys!.has(r))) return true;
+    if (Array.isArray(o.required) && o.required.some((r) => typeof r === 'string' && (g.absent.has(r) || (g.keys !== null && !g.keys.has(r))))) return true;
   }
   return false;
 }

@@ -60,7 +60,7 @@ function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: stri
   if (!rf || rf.type === 'text') return undefined;
   const ws = whitespace ? { whitespace } : {};
   if (rf.type === 'json_object') return { kind: 'json_object', ...ws };
-  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...ws };
+  return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...(rf.json_schema.strict === true ? { strict: true } : {}), ...ws };
 }
 
 function checkBytes(svc: Service, texts: string[]): void {
@@ -314,7 +314,7 @@ export function openaiApp(svc: Service): OpenAIApps {
       prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,
       ...base,
-      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema } } : {}),
+      ...(plan?.forced ? { constraint: { kind: 'json_schema' as const, schema: plan.forced.schema, ...(plan.strict ? { strict: true } : {}) } } : {}),
       ...(imageBytes ? { images: imageBytes } : {}),
       ...(logprobs !== undefined ? { logprobs } : {}),
     };

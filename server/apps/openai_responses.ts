@@ -85,16 +85,16 @@ function messagesOf(b: Body): Record<string, unknown>[] {
 /** Responses tools (flat) → chat tools; other tool types are 400s. */
 function toolsOf(tools: unknown[] | null | undefined): unknown[] | undefined {
   return tools?.map((t, i) => {
-    const o = t as { type?: unknown; name?: unknown; description?: unknown; parameters?: unknown } | null;
+    const o = t as { type?: unknown; name?: unknown; description?: unknown; parameters?: unknown; strict?: unknown } | null;
     if (o?.type !== 'function') throw bad('unsupported_parameter', `only function tools are supported (got "${String(o?.type)}")`, `tools.${i}.type`);
-    return { type: 'function', function: { name: o.name, ...(o.description !== undefined ? { description: o.description } : {}), ...(o.parameters !== undefined && o.parameters !== null ? { parameters: o.parameters } : {}) } };
+    return { type: 'function', function: { name: o.name, ...(o.description !== undefined ? { description: o.description } : {}), ...(o.parameters !== undefined && o.parameters !== null ? { parameters: o.parameters } : {}), ...(o.strict === true ? { strict: true } : {}) } };
   });
 }
 
 function formatOf(f: Record<string, unknown> | null | undefined): ConstraintRequest | undefined {
   if (!f || f.type === 'text') return undefined;
   if (f.type === 'json_object') return { kind: 'json_object' };
-  if (f.type === 'json_schema') return { kind: 'json_schema', schema: f.schema ?? {} };
+  if (f.type === 'json_schema') return { kind: 'json_schema', schema: f.schema ?? {}, ...(f.strict === true ? { strict: true } : {}) };
   throw bad('invalid_request', 'text.format.type must be text, json_object or json_schema', 'text.format.type');
 }
 
@@ -122,7 +122,7 @@ export function responsesRoutes(app: Hono, spec: ApiSpec, svc: Service, maxBody:
     if (format && plan?.mode === 'forced') throw bad('conflicting_constraints', 'text.format cannot be combined with a required or named tool_choice', 'text.format');
     const messages = templateToolHistory(messagesOf(b), plan?.format) as ChatMessage[];
     const seed = b.seed ?? undefined;
-    const constraint = plan?.forced ? { kind: 'json_schema' as const, schema: plan.forced.schema } : format;
+    const constraint = plan?.forced ? { kind: 'json_schema' as const, schema: plan.forced.schema, ...(plan.strict ? { strict: true } : {}) } : format;
     const req: GenerateRequest = {
       prompt: { messages, ...(plan?.tools.length ? { tools: plan.tools } : {}) },
       chatTemplateFallback: CHAT_FALLBACK,

@@ -27,6 +27,8 @@ export interface ToolPlan {
   forced?: ForcedCall;
   /** The named function of a forced call, whose output is its arguments (streamed as they come). */
   named?: string;
+  /** A forced call whose functions all say `strict: true`: its constraint compiles in strict mode (closed objects). */
+  strict?: boolean;
 }
 
 /** OpenAI's wire shape of one call. */
@@ -109,7 +111,9 @@ export function planTools(svc: Service, group: string, rawTools: unknown[] | nul
   if (choice === 'none') return { format, parser, tools: [], mode: 'none' };
   if (choice === 'auto') return { format, parser, tools, mode: 'auto' };
   const f = forcedCall(tools, choice, parallel !== false);
-  return { format, parser, tools, mode: 'forced', forced: f, ...(typeof choice === 'object' ? { named: choice.name } : {}) };
+  const strictOf = (t: unknown): boolean => (t as { function?: { strict?: unknown } }).function?.strict === true;
+  const strict = typeof choice === 'object' ? rawTools.some((t, i) => strictOf(t) && tools[i]!.function.name === choice.name) : rawTools.every(strictOf);
+  return { format, parser, tools, mode: 'forced', forced: f, ...(typeof choice === 'object' ? { named: choice.name } : {}), ...(strict ? { strict } : {}) };
 }
 
 /** A fresh call id: `call_` + 24 alphanumerics, or 9 alphanumerics for Mistral templates (which refuse others). */

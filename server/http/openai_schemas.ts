@@ -32,7 +32,7 @@ const Common = {
   top_k: nul(z.number().int().min(0).max(1 << 20)).describe('Extension: top-k sampling, 0 = off.'),
   min_p: nul(z.number().min(0).max(1)).describe('Extension: min-p sampling, 0 = off.'),
   repetition_penalty: nul(z.number().gt(0).max(100)).describe('Extension: HF repetition penalty, 1 = off.'),
-  json_whitespace: nul(z.string()).describe('Extension: whitespace of response_format JSON output: "none" (default) = none at all; "compact" = one space after every ":" and ",".'),
+  json_whitespace: nul(z.string()).describe('Extension: whitespace of response_format JSON output: "none" (default) = none at all; "compact" = one space after every ":" and ","; "flexible" = any JSON whitespace, runs of at most 16 characters; "flexible:N" = runs of at most N (1-64).'),
 };
 
 export const ResponseFormat = z

@@ -24,7 +24,7 @@ export const GenerationParams = z.strictObject({
   regex_string: z.string().min(1).optional().describe('Regular expression the whole output must match.'),
   prompt_max_tokens: int(1, 1 << 24).optional().describe('Keep only the last N prompt tokens (a leading BOS is kept).'),
   constrained_decoding_backend: z.string().optional().describe('"native" (default) or "outlines".'),
-  json_whitespace: z.string().optional().describe('Whitespace of JSON output (json_schema): "none" (default) = none at all; "compact" = one space after every ":" and ",".'),
+  json_whitespace: z.string().optional().describe('Whitespace of JSON output (json_schema): "none" (default) = none at all; "compact" = one space after every ":" and ","; "flexible" = any JSON whitespace, runs of at most 16 characters; "flexible:N" = runs of at most N (1-64).'),
 });
 
 export const GenerateBody = GenerationParams.extend({

@@ -10,7 +10,7 @@
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reformatJson } from '../structured/support.ts';
+import { reformatJson, whitespaceRuns } from '../structured/support.ts';
 import { parseSse, post, startTestService, type TestService } from './helpers.ts';
 
 let t: TestService;
@@ -74,6 +74,24 @@ describe('json_whitespace on /generate', () => {
       expect(body.finish_reason, body.text).toBe('stop');
       expectForm(body.text, ws ?? 'none');
     }
+  }, 300_000);
+
+  it('flexible:4 (native and outlines): outputs validate and no whitespace run exceeds the bound', async () => {
+    let finished = 0;
+    for (const backend of ['native', 'outlines']) {
+      for (const seed of [1, 2]) {
+        const r = await inf('/generate', post({ text: 'Once upon a time', max_new_tokens: 200, sampling_temperature: 1, seed, json_schema: SCHEMA, constrained_decoding_backend: backend, json_whitespace: 'flexible:4' }));
+        expect(r.status).toBe(200);
+        const body = (await r.json()) as Gen;
+        // Two runs meet only inside an empty {} or []: at most 2 × 4 characters.
+        expect(Math.max(0, ...whitespaceRuns(body.text)), body.text).toBeLessThanOrEqual(8);
+        expect(body.text.startsWith('{'), body.text).toBe(true);
+        if (body.finish_reason !== 'stop') continue;
+        finished++;
+        expect(validate(JSON.parse(body.text)), body.text).toBe(true);
+      }
+    }
+    expect(finished).toBeGreaterThan(0);
   }, 300_000);
 
   it('keeps one cache entry per whitespace mode: the same schema and seed alternate between forms', async () => {

@@ -143,6 +143,11 @@ describe('OpenAI layer in-process', () => {
     const parsed = JSON.parse(s.message.content) as Record<string, unknown>;
     expect(Object.keys(parsed)).toEqual(['ok']);
     expect(parsed.ok).toBeTypeOf('boolean');
+    // strict: true (OpenAI semantics) closes the object and requires its property: nothing else can be generated.
+    const open = { type: 'object', properties: { ok: { type: 'boolean' } } };
+    const st = ((await (await ask({ type: 'json_schema', json_schema: { name: 'flag', schema: open, strict: true } }, 32)).json()) as Chat).choices[0]!;
+    expect(st.finish_reason).toBe('stop');
+    expect(st.message.content).toMatch(/^\{"ok":(true|false)\}$/);
   });
 
   it.each([

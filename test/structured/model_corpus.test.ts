@@ -1,7 +1,8 @@
 /**
  * The schema corpus decoded by the real model: stories260K on the GPU samples
  * at temperature 1 under each constraint, many requests with different
- * schemas (and unconstrained ones) sharing each batch. Every output that
+ * schemas (and unconstrained ones) sharing each batch, in strict mode (closed
+ * objects, every declared property required). Every output that
  * finishes must validate with ajv + ajv-formats; outputs cut by the token
  * limit are valid prefixes by construction and are counted, not validated.
  */
@@ -19,7 +20,10 @@ import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor } from '../helpers/gpu.ts';
 
 const dir = fileURLToPath(new URL('./schemas/', import.meta.url));
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+// kw-* (one per row of the keyword table) are checked token by token over the Llama 3 vocabulary
+// and by simulation (keyword_cases.test.ts, corpus.test.ts); many are dictionaries or long formatted
+// strings this 260K-parameter model rarely closes within the token limit.
+const files = readdirSync(dir).filter((f) => f.endsWith('.json') && !f.startsWith('kw-')).sort();
 /** One seed per backend keeps the file within CI time; the simulated corpus test covers more seeds. */
 const SEEDS: Record<string, number[]> = { native: [11], outlines: [12] };
 const MAX_NEW = 320;
@@ -50,7 +54,10 @@ describe('schema corpus decoded by stories260K at temperature 1', () => {
       for (const file of files) {
         if (backend === 'outlines' && file.startsWith('rec-')) continue; // refused by design (tested in corpus.test.ts)
         const schema = JSON.parse(readFileSync(dir + file, 'utf8')) as Record<string, unknown>;
-        const constraint = compile({ kind: 'json_schema', schema, backend });
+        // strict: closed objects. With open ones this 260K-parameter model keeps appending extra keys at
+        // temperature 1 and most outputs reach the token limit, which would leave little to validate;
+        // open objects are covered token by token in keyword_cases.test.ts and by corpus.test.ts.
+        const constraint = compile({ kind: 'json_schema', schema, backend, strict: true });
         jobs.push({
           file,
           seed,

@@ -185,3 +185,24 @@ export function reformatJson(text: string, mode: 'none' | 'compact'): string {
   }
   return out;
 }
+
+/** Lengths of the runs of whitespace outside strings in a JSON text. */
+export function whitespaceRuns(text: string): number[] {
+  const out: number[] = [];
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c === ' ' || c === '\t' || c === '\n' || c === '\r') {
+      run++;
+      continue;
+    }
+    if (run) out.push(run), (run = 0);
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      i = j;
+    }
+  }
+  if (run) out.push(run);
+  return out;
+}
