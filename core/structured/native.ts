@@ -23,7 +23,7 @@ import { Dfa } from './dfa.ts';
 import type { ConstraintState } from './index.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
+import { type FlatTrie, hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
 
 const ROOT = -1;
 const BOTTOM = -2;
@@ -125,6 +125,16 @@ class StackSpace {
   }
 }
 
+/** What one mask computation collects. */
+interface Walk {
+  readonly m: number;
+  readonly callFree: boolean;
+  readonly certain: Uint32Array;
+  /** Flat (token, byte offset where the frame returns) pairs. */
+  readonly unc: number[];
+  readonly plain: (s: number) => number;
+}
+
 interface LocalEntry {
   readonly certain: Uint32Array;
   /** Flat (token, byte offset where the frame returns) pairs. */
@@ -186,6 +196,88 @@ export class NativeGrammar {
     this.entry(0, machines[0]!.start); // warm the first mask
   }
 
+  /**
+   * Walks trie nodes lo..hi from `start`: tokens consumed inside the frame go
+   * to `certain`, tokens that may leave it to `unc` (with the byte offset, plus
+   * shift[token] when the trie holds token tails). `skipPlain`: subtrees of
+   * plain text the current state takes as a whole are settled without a walk.
+   */
+  private walk(w: Walk, t: Omit<FlatTrie, 'groupStart'>, lo: number, hi: number, start: number, shift: Int32Array | null, skipPlain: boolean): void {
+    const { byte, depth, skip, tokStart, tokCount, tokens } = t;
+    const { sufMax, sufMin, tokAt } = this.trie;
+    const { certain, unc, plain, callFree } = w;
+    const fol = this.follow[w.m]!;
+    const d = this.machines[w.m]!;
+    const sp = this.local;
+    const st = new Int32Array(t.maxDepth + 1);
+    // Per walk depth: the plainInfo of st[depth].
+    const pi = new Int32Array(t.maxDepth + 1);
+    st[0] = start;
+    if (skipPlain) pi[0] = plain(start);
+    const record = (i: number, offset: number): void => {
+      for (let j = i; j < skip[i]!; j++) {
+        for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset + (shift ? shift[tokens[k]!]! : 0));
+      }
+    };
+    for (let i = lo; i < hi; ) {
+      const dd = depth[i]!;
+      if (skipPlain) {
+        const sm = sufMax[i]!;
+        if (sm >= 0) {
+          // Every token under i continues with plain text from here.
+          const info = pi[dd - 1]!;
+          const pd = info >> 1;
+          if (sm <= pd) {
+            // All of them stay inside the frame (at the root: already in the bitset).
+            if (dd > 1) for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
+            i = skip[i]!;
+            continue;
+          }
+          if (info & 1 && (dd === 1 || sufMin[i]! > pd)) {
+            // None can go past pd characters, and none leaves the frame on the way.
+            i = skip[i]!;
+            continue;
+          }
+        }
+      }
+      const cur = st[dd - 1]!;
+      const b = byte[i]!;
+      (globalThis as any).__visits++;
+      charge();
+      let nx: number;
+      if (callFree) {
+        // A rule without calls: walk its DFA directly (escapes happen in accepting states).
+        if (fol[b] && d.accepting(cur)) record(i, dd - 1);
+        nx = d.stepAll(cur)[b]!;
+      } else {
+        if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
+        nx = sp.step(cur, b);
+      }
+      if (nx < 0) {
+        i = skip[i]!;
+        continue;
+      }
+      st[dd] = nx;
+      if (skipPlain) pi[dd] = plain(nx);
+      for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
+      i++;
+    }
+  }
+
+  private readonly plainDfa: Array<PlainTable | undefined> = [];
+  private plainSets: PlainTable | undefined;
+
+  /** How states take plain text: per call-free rule (its DFA) or for the grammar's stack space. */
+  private plainTable(m: number, callFree: boolean): PlainTable {
+    const cap = this.trie.maxPlain;
+    if (callFree) {
+      const d = this.machines[m]!;
+      return (this.plainDfa[m] ??= new PlainTable((x, b) => d.stepAll(x)[b]!, (x) => d.accepting(x), cap));
+    }
+    const sp = this.local;
+    return (this.plainSets ??= new PlainTable((x, b) => sp.step(x, b), (x) => sp.closure(x).escapes, cap));
+  }
+
   begin(): ConstraintState {
     return new NativeState(this, this.trie);
   }
@@ -195,58 +287,165 @@ export class NativeGrammar {
     const key = m * 0x4000000 + s;
     const hit = this.entries.get(key);
     if (hit) return hit;
-    const { byte, depth, skip, tokStart, tokCount, tokens, nodes, words } = this.trie;
+    const trie = this.trie;
     const sp = this.local;
-    const fol = this.follow[m]!;
-    const certain = new Uint32Array(words);
-    const unc: number[] = [];
-    const st = new Int32Array(this.trie.maxDepth + 1);
-    const record = (i: number, offset: number): void => {
-      for (let j = i; j < skip[i]!; j++) for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset);
-    };
-    if (this.callFree[m]) {
-      // A rule without calls: walk its DFA directly (escapes happen in accepting states).
-      const d = this.machines[m]!;
-      st[0] = s;
-      for (let i = 0; i < nodes; ) {
-        const dd = depth[i]!;
-        const cur = st[dd - 1]!;
-        const b = byte[i]!;
-        if (fol[b] && d.accepting(cur)) record(i, dd - 1);
-        charge();
-        const nx = d.stepAll(cur)[b]!;
-        if (nx < 0) {
-          i = skip[i]!;
-          continue;
-        }
-        st[dd] = nx;
-        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
-        i++;
-      }
+    const callFree = this.callFree[m]!;
+    const table = this.plainTable(m, callFree);
+    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => table.info(x) };
+    const root = callFree ? s : sp.set([sp.frame(m, s, BOTTOM)]);
+    const info = table.info(root);
+    const pd = info >> 1;
+    // Plain tokens short enough to stay inside the frame from the start: one precomputed bitset.
+    if (pd > 0) w.certain.set(trie.plainUpTo(pd));
+    // Free text (any plain character taken the same way, as long as any token's plain start or
+    // never past pd characters, no escape on the way): only the tokens that are not plain need a
+    // walk, from the state their plain start leads to.
+    const chain = pd >= trie.maxPlain || info & 1 ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
+    if (chain) {
+      const g = trie.tail.groupStart;
+      for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
     } else {
-      st[0] = sp.set([sp.frame(m, s, BOTTOM)]);
-      for (let i = 0; i < nodes; ) {
-        const dd = depth[i]!;
-        const cur = st[dd - 1]!;
-        const b = byte[i]!;
-        if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
-        charge();
-        const nx = sp.step(cur, b);
-        if (nx < 0) {
-          i = skip[i]!;
-          continue;
-        }
-        st[dd] = nx;
-        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
-        i++;
-      }
+      this.walk(w, trie, 0, trie.nodes, root, null, pd > 0);
     }
+    const { certain, unc } = w;
+    if ((globalThis as any).__dbg) (globalThis as any).__dbg({ m, s, pd, closed: info & 1, callFree, chain: !!chain, unc: unc.length });
     const kept: number[] = [];
     for (let k = 0; k < unc.length; k += 2) if (!hasBit(certain, unc[k]!)) kept.push(unc[k]!, unc[k + 1]!);
     const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept) };
     this.entries.set(key, e);
     return e;
   }
+}
+
+/**
+ * Byte ranges of every plain character (trie.ts): printable ASCII but `"` and
+ * `\\`, then each UTF-8 length by lead byte, without overlong, surrogate or
+ * C1-control forms.
+ */
+const PLAIN_SHAPES: ReadonlyArray<ReadonlyArray<readonly [number, number]>> = [
+  [[0x20, 0x21]],
+  [[0x23, 0x5b]],
+  [[0x5d, 0x7e]],
+  [[0xc2, 0xc2], [0xa0, 0xbf]],
+  [[0xc3, 0xdf], [0x80, 0xbf]],
+  [[0xe0, 0xe0], [0xa0, 0xbf], [0x80, 0xbf]],
+  [[0xe1, 0xec], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xed, 0xed], [0x80, 0x9f], [0x80, 0xbf]],
+  [[0xee, 0xef], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf0, 0xf0], [0x90, 0xbf], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf1, 0xf3], [0x80, 0xbf], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf4, 0xf4], [0x80, 0x8f], [0x80, 0xbf], [0x80, 0xbf]],
+];
+
+/**
+ * How the states of one automaton take plain text (cached per state).
+ * info(s), packed as depth·2 + closed:
+ * - depth: how many plain characters, of any kind and in any order, a walk
+ *   can take from `s` while staying live (`cap` = as many as any token has).
+ *   It follows a chain of states in which every plain character leads to the
+ *   same next state (checked byte range by byte range), so every plain string
+ *   of up to depth characters reaches the same live state;
+ * - closed: the chain's last state starts no plain character and no state of
+ *   the chain can leave the frame (`escapes`), so a plain string of more than
+ *   depth characters is dead, whatever its bytes.
+ */
+class PlainTable {
+  /** State → the state every plain character leads to (-1: none; -2: not computed). */
+  private nexts = new Int32Array(64).fill(-2);
+  /** State → info (-1: not computed). */
+  private infos = new Int32Array(64).fill(-1);
+
+  constructor(
+    private readonly step: (s: number, b: number) => number,
+    private readonly escapes: (s: number) => boolean,
+    private readonly cap: number,
+  ) {}
+
+  private grow(s: number): void {
+    if (s < this.nexts.length) return;
+    const n = Math.max(s + 1, this.nexts.length * 2);
+    const a = new Int32Array(n).fill(-2);
+    a.set(this.nexts);
+    const b = new Int32Array(n).fill(-1);
+    b.set(this.infos);
+    this.nexts = a;
+    this.infos = b;
+  }
+
+  next(s: number): number {
+    this.grow(s);
+    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s);
+    return this.nexts[s]!;
+  }
+
+  info(s: number): number {
+    this.grow(s);
+    if (this.infos[s]! >= 0) return this.infos[s]!;
+    const path: number[] = [];
+    const onPath = new Set<number>();
+    let cur = s;
+    // Follow the chain until a state with known info, a dead end, a cycle or `cap` states.
+    for (;;) {
+      this.grow(cur);
+      if (this.infos[cur]! >= 0) break;
+      if (onPath.has(cur)) {
+        for (const x of path) this.infos[x] = this.cap * 2; // a cycle: unbounded
+        return this.infos[s]!;
+      }
+      if (path.length > this.cap) return (this.infos[s] = this.cap * 2); // cap live steps from s: as many as any token has
+      path.push(cur);
+      onPath.add(cur);
+      const nx = this.next(cur);
+      if (nx < 0) {
+        // The last state: closed if no plain lead byte is live from it.
+        let closed = !this.escapes(cur);
+        for (const shape of PLAIN_SHAPES) for (let b = shape[0]![0]; b <= shape[0]![1] && closed; b++) if (this.step(cur, b) >= 0) closed = false;
+        this.infos[cur] = closed ? 1 : 0;
+        path.pop();
+        break;
+      }
+      cur = nx;
+    }
+    let after = this.infos[cur]!;
+    for (let k = path.length - 1; k >= 0; k--) {
+      const x = path[k]!;
+      const depth = Math.min(this.cap, (after >> 1) + 1);
+      after = this.infos[x] = depth * 2 + (after & 1 && !this.escapes(x) ? 1 : 0);
+    }
+    return this.infos[s]!;
+  }
+
+  /**
+   * States after 0..n plain characters from `s` (n ≤ info(s)'s depth), or
+   * null if one of them may leave the frame (tail walks would miss tokens
+   * leaving it inside their plain start).
+   */
+  chain(s: number, n: number): Int32Array | null {
+    const chain = new Int32Array(n + 1);
+    chain[0] = s;
+    for (let k = 0; k <= n; k++) {
+      if (this.escapes(chain[k]!)) return null;
+      if (k < n) chain[k + 1] = this.next(chain[k]!);
+    }
+    return chain;
+  }
+}
+
+/** The state every plain character leads to from `s`, or -1 if some is dead or they disagree. */
+function plainStep(step: (s: number, b: number) => number, s: number): number {
+  let next = -1;
+  for (const shape of PLAIN_SHAPES) {
+    let x = s;
+    for (const [lo, hi] of shape) {
+      const t = step(x, lo);
+      if (t < 0) return -1;
+      for (let b = lo + 1; b <= hi; b++) if (step(x, b) !== t) return -1;
+      x = t;
+    }
+    if (next === -1) next = x;
+    else if (x !== next) return -1;
+  }
+  return next;
 }
 
 function reachesFinal(n: Nfa, productive: Uint8Array): boolean {
