@@ -242,7 +242,6 @@ export class NativeGrammar {
       }
       const cur = st[dd - 1]!;
       const b = byte[i]!;
-      (globalThis as any).__visits++;
       charge();
       let nx: number;
       if (callFree) {
@@ -308,7 +307,6 @@ export class NativeGrammar {
       this.walk(w, trie, 0, trie.nodes, root, null, pd > 0);
     }
     const { certain, unc } = w;
-    if ((globalThis as any).__dbg) (globalThis as any).__dbg({ m, s, pd, closed: info & 1, callFree, chain: !!chain, unc: unc.length });
     const kept: number[] = [];
     for (let k = 0; k < unc.length; k += 2) if (!hasBit(certain, unc[k]!)) kept.push(unc[k]!, unc[k + 1]!);
     const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept) };
