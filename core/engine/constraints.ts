@@ -13,7 +13,7 @@
  * expensive constraints cannot take more than that share of the step loop).
  */
 import { InvalidRequestError, UnavailableError } from '../errors.ts';
-import { compileConstraint, parseBackend, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
+import { compileConstraint, parseBackend, parseBudgetMode, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { TokenConstraint } from './engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from './reader_api.ts';
@@ -72,6 +72,7 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
       const retryAfter = Math.max(1, wait);
       throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', retryAfter, { reason: 'compile_budget', retry_after: retryAfter });
     }
+    parseBudgetMode(c.budget);
     const t0 = performance.now();
     let state;
     const millis = Math.min(limits.requestMillis, left);
@@ -87,7 +88,10 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
     } finally {
       bucket.spend(performance.now() - t0);
     }
-    if (Math.ceil(tok.vocabSize / 32) === words) return state;
+    const complete = parseBudgetMode(c.budget) === 'complete';
+    const budget = complete ? { budget: (n: number) => state.budget?.(n), forced: () => state.forced?.() ?? false } : {};
+    if (Math.ceil(tok.vocabSize / 32) === words && complete) return state;
+    if (Math.ceil(tok.vocabSize / 32) === words) return { mask: () => state.mask(), advance: (t) => state.advance(t), isComplete: () => state.isComplete() };
     return {
       mask() {
         const m = state.mask();
@@ -97,6 +101,7 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
       },
       advance: (t) => state.advance(t),
       isComplete: () => state.isComplete(),
+      ...budget,
     };
   };
 }

@@ -18,13 +18,15 @@ import type { DecodePathCounts } from './runner.ts';
 /**
  * A structured-output constraint as requested (compiled by the reader).
  * `backend`: 'native' (default) | 'outlines'; `whitespace`: 'none' (default) |
- * 'compact', JSON kinds only (core/structured parseBackend / parseWhitespace).
+ * 'compact', JSON kinds only (core/structured parseBackend / parseWhitespace);
+ * `budget`: 'complete' (default: near max_new_tokens the output is steered to
+ * a complete value) | 'truncate' (no steering: cut where the budget ends).
  */
 export type ConstraintRequest = (
   | { kind: 'json_schema'; schema: unknown }
   | { kind: 'regex'; pattern: string }
   | { kind: 'json_object' }
-) & { backend?: string; whitespace?: string };
+) & { backend?: string; whitespace?: string; budget?: string };
 
 /** One generation request as plain, cloneable data. */
 export interface GenerateRequest {

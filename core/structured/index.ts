@@ -44,6 +44,12 @@ export interface VocabLike {
  */
 export interface ConstraintState extends TokenConstraint {
   mask(): Uint32Array;
+  /** Tokens the request may still produce (this one included): the mask keeps a completion within them. */
+  budget?(remaining: number): void;
+  /** True once the budget narrowed a mask. */
+  forced?(): boolean;
+  /** Tokens that surely suffice to complete the value from here (single-byte tokens; ≥ 2^30: none that way). */
+  completion?(): number;
   /** True when the output so far is a complete value (EOS allowed); more may still follow unless isComplete(). */
   accepted(): boolean;
 }
@@ -111,6 +117,20 @@ export function parseBackend(name: unknown): Backend {
     'invalid_constrained_decoding_backend',
     `unknown constrained_decoding_backend ${JSON.stringify(name)}; valid: ${BACKENDS.join(', ')}`,
     { field: 'constrained_decoding_backend', valid: [...BACKENDS] },
+  );
+}
+
+export type BudgetMode = 'complete' | 'truncate';
+export const BUDGET_MODES: readonly BudgetMode[] = ['complete', 'truncate'];
+
+/** Validates a `constrained_decoding_budget` request value (absent → 'complete'). */
+export function parseBudgetMode(name: unknown): BudgetMode {
+  if (name === undefined || name === null) return 'complete';
+  if (typeof name === 'string' && (BUDGET_MODES as readonly string[]).includes(name)) return name as BudgetMode;
+  throw new InvalidRequestError(
+    'invalid_constrained_decoding_budget',
+    `unknown constrained_decoding_budget ${JSON.stringify(name)}; valid: ${BUDGET_MODES.join(', ')}`,
+    { field: 'constrained_decoding_budget', valid: [...BUDGET_MODES] },
   );
 }
 

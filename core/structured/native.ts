@@ -21,6 +21,7 @@ import { fail } from './ast.ts';
 import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 import type { ConstraintState } from './index.ts';
+import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
 import { type FlatTrie, hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
@@ -46,7 +47,43 @@ class StackSpace {
   private readonly clo: Array<Closure | undefined> = [];
   private readonly rows: Array<Int32Array | undefined> = [];
 
-  constructor(private readonly machines: readonly Dfa[]) {}
+  private frameDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
+  private setDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
+
+  constructor(
+    private readonly machines: readonly Dfa[],
+    private readonly ruleDist: (m: number, s: number) => number,
+  ) {}
+
+  /** Fewest single-byte tokens completing every frame of a stack (to its ROOT or BOTTOM). */
+  private fdist(f: number): number {
+    if (f >= this.frameDist.length) this.frameDist = grown(this.frameDist, f);
+    let d = this.frameDist[f]!;
+    if (d < 0) {
+      const p = this.fp[f]!;
+      d = Math.min(FAR, this.ruleDist(this.fm[f]!, this.fs[f]!) + (p >= 0 ? this.fdist(p) : 0));
+      this.frameDist[f] = d;
+    }
+    return d;
+  }
+
+  /** Fewest single-byte tokens completing some stack of a set (FAR: none that way). */
+  dist(id: number): number {
+    if (id >= this.setDist.length) this.setDist = grown(this.setDist, id);
+    let d = this.setDist[id]!;
+    if (d < 0) {
+      d = FAR;
+      for (const f of this.sets[id]!) d = Math.min(d, this.fdist(f));
+      this.setDist[id] = d;
+    }
+    return d;
+  }
+
+  /** Completion distance of the stack below frame f (0 at ROOT or BOTTOM). */
+  below(f: number): number {
+    const p = this.fp[f]!;
+    return p >= 0 ? this.fdist(p) : 0;
+  }
 
   frame(m: number, s: number, p: number): number {
     const key = `${m},${s},${p}`;
@@ -127,6 +164,9 @@ class StackSpace {
 
 /** What one mask computation collects. */
 interface Walk {
+  /** Largest frame-local completion distance of a state a token ended in. */
+  maxAfter: number;
+  readonly dist: (s: number) => number;
   readonly m: number;
   readonly callFree: boolean;
   readonly certain: Uint32Array;
@@ -135,8 +175,21 @@ interface Walk {
   readonly plain: (s: number) => number;
 }
 
+/** A copy of `a` (filled with -1) with room for index i. */
+function grown(a: Int32Array, i: number): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(Math.max(i + 1, a.length * 2)).fill(-1);
+  b.set(a);
+  return b;
+}
+
 interface LocalEntry {
   readonly certain: Uint32Array;
+  /**
+   * Upper bound on the frame-local completion distance after any certain
+   * token (single-byte tokens; FAR if unknown): while the budget left covers
+   * it plus the stack below, no certain token needs checking.
+   */
+  readonly maxAfter: number;
   /** Flat (token, byte offset where the frame returns) pairs. */
   readonly uncertain: Int32Array;
 }
@@ -192,7 +245,8 @@ export class NativeGrammar {
     };
     machines.forEach((_, i) => visit(i));
     this.follow = followSets(machines, nfas);
-    this.local = new StackSpace(machines);
+    this.nfaDist = shortestCompletions(nfas, trie.singleByte);
+    this.local = new StackSpace(machines, this.ruleDist);
     this.entry(0, machines[0]!.start); // warm the first mask
   }
 
@@ -229,7 +283,11 @@ export class NativeGrammar {
           const pd = info >> 1;
           if (sm <= pd) {
             // All of them stay inside the frame (at the root: already in the bitset).
-            if (dd > 1) for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
+            if (dd > 1) {
+              for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
+              const md = this.plainTable(w.m, callFree).maxDist(st[dd - 1]!, sm, w.dist);
+              if (md > w.maxAfter) w.maxAfter = md;
+            }
             i = skip[i]!;
             continue;
           }
@@ -258,10 +316,32 @@ export class NativeGrammar {
       }
       st[dd] = nx;
       if (skipPlain) pi[dd] = plain(nx);
+      if (tokCount[i]! > 0) {
+        const da = w.dist(nx);
+        if (da > w.maxAfter) w.maxAfter = da;
+      }
       for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
       i++;
     }
   }
+
+  /** Per rule, per NFA state: fewest single-byte tokens to the rule's end (distance.ts). */
+  private readonly nfaDist: Int32Array[];
+  private readonly dfaDist: Int32Array[] = [];
+
+  /** Fewest single-byte tokens completing a frame of rule m in DFA state s (FAR: none that way). */
+  readonly ruleDist = (m: number, s: number): number => {
+    let row = this.dfaDist[m] ?? (this.dfaDist[m] = new Int32Array(64).fill(-1));
+    if (s >= row.length) this.dfaDist[m] = row = grown(row, s);
+    let d = row[s]!;
+    if (d < 0) {
+      d = FAR;
+      const nd = this.nfaDist[m]!;
+      for (const q of this.machines[m]!.members(s)) d = Math.min(d, nd[q]!);
+      row[s] = d;
+    }
+    return d;
+  };
 
   private readonly plainDfa: Array<PlainTable | undefined> = [];
   private plainSets: PlainTable | undefined;
@@ -290,12 +370,16 @@ export class NativeGrammar {
     const sp = this.local;
     const callFree = this.callFree[m]!;
     const table = this.plainTable(m, callFree);
-    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => table.info(x) };
+    const dist = callFree ? (x: number): number => this.ruleDist(m, x) : (x: number): number => sp.dist(x);
+    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => table.info(x), dist, maxAfter: 0 };
     const root = callFree ? s : sp.set([sp.frame(m, s, BOTTOM)]);
     const info = table.info(root);
     const pd = info >> 1;
     // Plain tokens short enough to stay inside the frame from the start: one precomputed bitset.
-    if (pd > 0) w.certain.set(trie.plainUpTo(pd));
+    if (pd > 0) {
+      w.certain.set(trie.plainUpTo(pd));
+      w.maxAfter = Math.max(w.maxAfter, table.maxDist(root, Math.min(pd, trie.maxPlain), dist));
+    }
     // Free text (any plain character taken the same way, as long as any token's plain start or
     // never past pd characters, no escape on the way): only the tokens that are not plain need a
     // walk, from the state their plain start leads to.
@@ -309,7 +393,7 @@ export class NativeGrammar {
     const { certain, unc } = w;
     const kept: number[] = [];
     for (let k = 0; k < unc.length; k += 2) if (!hasBit(certain, unc[k]!)) kept.push(unc[k]!, unc[k + 1]!);
-    const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept) };
+    const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept), maxAfter: w.maxAfter };
     this.entries.set(key, e);
     return e;
   }
@@ -411,6 +495,17 @@ class PlainTable {
       after = this.infos[x] = depth * 2 + (after & 1 && !this.escapes(x) ? 1 : 0);
     }
     return this.infos[s]!;
+  }
+
+  /** The largest dist() of the states after 1..n plain characters from `s` (n ≤ info(s)'s depth). */
+  maxDist(s: number, n: number, dist: (s: number) => number): number {
+    let m = 0;
+    for (let k = 0, x = s; k < n; k++) {
+      x = this.next(x);
+      if (x < 0) break;
+      m = Math.max(m, dist(x));
+    }
+    return m;
   }
 
   /**
@@ -528,14 +623,85 @@ class NativeState implements ConstraintState {
     private readonly g: NativeGrammar,
     private readonly trie: TokenTrie,
   ) {
-    this.space = new StackSpace(g.machines);
+    this.space = new StackSpace(g.machines, g.ruleDist);
     this.cur = this.space.set([this.space.frame(0, g.machines[0]!.start, ROOT)]);
     this.lastMask = new Uint32Array(trie.words);
   }
 
+  /** Tokens left in the request's budget (budget()), undefined: no budget applies. */
+  private left: number | undefined;
+  private wasForced = false;
+  /** Tokens the last free mask took from frames' uncertain lists (checked against the real stack). */
+  private lastUnc: number[] = [];
+  private filteredKey = '';
+  private filtered: Uint32Array | null = null;
+
+  budget(remaining: number): void {
+    this.left = remaining;
+  }
+
+  completion(): number {
+    if (this.cur === ENDED) return 0;
+    return this.cur < 0 ? FAR : this.space.dist(this.cur);
+  }
+
+  forced(): boolean {
+    return this.wasForced;
+  }
+
+  /**
+   * The mask; with a budget, narrowed to tokens after which the value can
+   * still be completed within the tokens left (each token ends in a state
+   * whose shortest completion in single-byte tokens fits), so an output cut
+   * by the budget still parses. Entries bound how far a certain token can
+   * move the completion away (maxAfter), so most steps check no token; close
+   * to the end every allowed token is run on the stack.
+   */
   mask(): Uint32Array {
+    const free = this.free();
+    const left = this.left;
+    if (left === undefined || this.cur < 0) return free;
+    const sp = this.space;
+    const ub = sp.dist(this.cur);
+    if (ub >= FAR || ub > left) return free; // cannot be helped: not narrowed
+    let worst = 0;
+    for (const f of sp.members(this.cur)) {
+      const [m, s] = sp.top(f);
+      worst = Math.max(worst, this.g.entry(m, s).maxAfter + sp.below(f));
+    }
+    const all = worst > left - 1;
+    if (!all && this.lastUnc.length === 0) return free;
+    const key = `${this.cur},${left}`;
+    if (key === this.filteredKey && this.filtered) return this.filtered;
+    const out = free.slice();
+    let cleared = false;
+    const check = (t: number): void => {
+      if (this.trie.eos.includes(t)) return;
+      const bytes = this.trie.bytesOf[t]!;
+      let x = this.cur;
+      for (let i = 0; i < bytes.length && x >= 0; i++) x = sp.step(x, bytes[i]!);
+      if (x < 0 || sp.dist(x) > left - 1) {
+        out[t >>> 5]! &= ~(1 << (t & 31));
+        cleared = true;
+      }
+    };
+    if (all) {
+      for (let w = 0; w < out.length; w++) {
+        for (let bits = out[w]!; bits; bits &= bits - 1) check(w * 32 + (31 - Math.clz32(bits & -bits)));
+      }
+    } else {
+      for (const t of this.lastUnc) check(t);
+    }
+    if (cleared) this.wasForced = true;
+    this.filteredKey = key;
+    return (this.filtered = out);
+  }
+
+  /** The mask without a budget, cached per state. */
+  private free(): Uint32Array {
     if (this.cur === this.lastId) return this.lastMask;
     this.lastId = this.cur;
+    this.lastUnc = [];
     if (this.cur < 0) return (this.lastMask = new Uint32Array(this.trie.words));
     const sp = this.space;
     const members = sp.members(this.cur);
@@ -554,7 +720,7 @@ class NativeState implements ConstraintState {
       const u = e.uncertain;
       for (let k = 0; k < u.length; k += 2) {
         const t = u[k]!;
-        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t);
+        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t), this.lastUnc.push(t);
       }
     }
     if (acceptsRoot) for (const t of this.trie.eos) setBit(out, t);

@@ -17,6 +17,8 @@ export class TokenTrie {
   /** Mask length in u32 words: ceil(vocabSize / 32). */
   readonly words: number;
   readonly eos: readonly number[];
+  /** singleByte[b] = 1 if the byte b alone is a token (shortest completions count in such tokens). */
+  readonly singleByte = new Uint8Array(256);
   readonly nodes: number;
   readonly maxDepth: number;
   readonly byte: Uint8Array;
@@ -86,6 +88,7 @@ export class TokenTrie {
       }
       if (!b || b.length === 0) continue;
       bytesOf[id] = b;
+      if (b.length === 1) this.singleByte[b[0]!] = 1;
       let key = '';
       for (let i = 0; i < b.length; i += 4096) key += String.fromCharCode(...b.subarray(i, i + 4096));
       entries.push({ id, key });
