@@ -198,8 +198,6 @@ export interface MaskFigures {
   compile: number[];
   /** ms per mask() call (wall), one per decoded token. */
   masks: number[];
-  /** The same, counting only the first mask of each automaton state a run reached (cache misses). */
-  firstMasks: number[];
   vocabSize: number;
   /** Trie of the vocabulary, built once per vocabulary (ms). */
   trieMs: number;
@@ -227,13 +225,11 @@ export function benchMasks(opts: { seeds?: number; steps?: number } = {}): MaskF
   for (const schema of schemas) compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true }); // warm-up (JIT)
   const compile: number[] = [];
   const masks: number[] = [];
-  const firstMasks: number[] = [];
   const seeds = opts.seeds ?? 3;
   const steps = opts.steps ?? 64;
   for (const schema of schemas) {
     const c = compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true });
     compile.push(c.compileMs);
-    const seen = new Set<Uint32Array>();
     for (let seed = 1; seed <= seeds; seed++) {
       let r = seed * 2654435761;
       const rand = (): number => ((r = (Math.imul(r, 1103515245) + 12345) >>> 0) / 4294967296);
@@ -243,7 +239,6 @@ export function benchMasks(opts: { seeds?: number; steps?: number } = {}): MaskF
         const m = st.mask();
         const dt = performance.now() - t;
         masks.push(dt);
-        if (!seen.has(m)) seen.add(m), firstMasks.push(dt);
         const n = popcount(m);
         if (n === 0) break;
         const tok = nthAllowed(m, Math.floor(rand() * n));
@@ -253,7 +248,7 @@ export function benchMasks(opts: { seeds?: number; steps?: number } = {}): MaskF
       }
     }
   }
-  return { schemas: schemas.length, compile, masks, firstMasks, vocabSize: vocab.vocabSize, trieMs };
+  return { schemas: schemas.length, compile, masks, vocabSize: vocab.vocabSize, trieMs };
 }
 
 export function maskTable(f: MaskFigures): string {
@@ -266,7 +261,6 @@ export function maskTable(f: MaskFigures): string {
     '|---|---|---|---|---|---|',
     `| compile (uncached) | ${f.compile.length} | ${q(f.compile, 50)} | ${q(f.compile, 99)} | – | ${Math.max(...f.compile).toFixed(3)} |`,
     `| mask per token | ${f.masks.length} | ${q(f.masks, 50)} | ${q(f.masks, 99)} | ${q(f.masks, 99.9)} | ${Math.max(...f.masks).toFixed(3)} |`,
-    `| mask, first of a state | ${f.firstMasks.length} | ${q(f.firstMasks, 50)} | ${q(f.firstMasks, 99)} | ${q(f.firstMasks, 99.9)} | ${Math.max(...f.firstMasks).toFixed(3)} |`,
   ].join('\n');
 }
 
