@@ -28,9 +28,9 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { constraintCompilerFor } from '../core/engine/constraints.ts';
+import { constraintCompilerFor, type SyncConstraintCompiler } from '../core/engine/constraints.ts';
 import type { TokenConstraint } from '../core/engine/engine.ts';
-import type { ConstraintCompiler, ConstraintRequest } from '../core/engine/reader_api.ts';
+import type { ConstraintRequest } from '../core/engine/reader_api.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { loadDecoder, type LoadedDecoder } from '../core/models/load.ts';
 import { compileConstraint, type Backend } from '../core/structured/index.ts';
@@ -98,7 +98,7 @@ function timed(c: TokenConstraint, acc: { ms: number }): TokenConstraint {
 }
 
 /** Decode-only figures of one run; throws unless exactly `tokens` tokens came out. */
-async function decodeRun(loaded: LoadedDecoder, compile: ConstraintCompiler, v: Variant, tokens: number, seed: number): Promise<RunFigures> {
+async function decodeRun(loaded: LoadedDecoder, compile: SyncConstraintCompiler, v: Variant, tokens: number, seed: number): Promise<RunFigures> {
   let first = 0;
   let last = 0;
   let cpuFirst = 0;

@@ -13,7 +13,17 @@
  * expensive constraints cannot take more than that share of the step loop).
  */
 import { InvalidRequestError, UnavailableError } from '../errors.ts';
-import { compileConstraint, parseBackend, parseBudgetMode, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
+import {
+  cachedConstraint,
+  compileConstraint,
+  compileFromRules,
+  type ConstraintSpec,
+  parseBackend,
+  parseBudgetMode,
+  parseWhitespace,
+  type RuleNfas,
+  type Whitespace,
+} from '../structured/index.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { TokenConstraint } from './engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from './reader_api.ts';
@@ -61,8 +71,41 @@ const UNLIMITED: CompileLimits = { requestMillis: Infinity, readerShare: 1, burs
 /** Below this many ms left in the reader's bucket a compile is not started. */
 const MIN_COMPILE_MS = 5;
 
-/** `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply. */
-export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED): ConstraintCompiler {
+/**
+ * Builds a native constraint's rule NFAs elsewhere (a compile worker; the
+ * server's is server/readers/compile_pool.ts): `millis` bounds that work,
+ * `signal` cancels it.
+ */
+export type OffThreadRules = (spec: ConstraintSpec, ws: Whitespace, millis: number | undefined, signal?: AbortSignal) => Promise<RuleNfas>;
+
+/**
+ * `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply.
+ * `offThread`: native constraints that are not cached compile their rules there
+ * (the compiler then answers a Promise and the request joins the batch once
+ * compiled); only the per-vocabulary rest runs on this thread, under the limits.
+ */
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits?: CompileLimits): SyncConstraintCompiler;
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits, offThread: OffThreadRules | undefined): ConstraintCompiler;
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED, offThread?: OffThreadRules): ConstraintCompiler {
+  const sync = syncCompiler(tok, modelVocab, limits);
+  if (!offThread) return sync;
+  return (c, signal) => {
+    const backend = parseBackend(c.backend);
+    const ws = parseWhitespace(c.whitespace);
+    parseBudgetMode(c.budget);
+    const spec = specOf(c);
+    if (backend !== 'native' || cachedConstraint(spec, tok, { backend, whitespace: ws })) return sync(c, signal);
+    return offThread(spec, ws, limits.requestMillis, signal).then((rules) => {
+      compileFromRules(spec, tok, rules, { whitespace: ws });
+      return sync(c, signal); // now a cache hit
+    });
+  };
+}
+
+/** A compiler that always answers at once (compiles on the calling thread). */
+export type SyncConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
+
+function syncCompiler(tok: Tokenizer, modelVocab: number, limits: CompileLimits): SyncConstraintCompiler {
   const words = Math.ceil(modelVocab / 32);
   const bucket = new CompileBucket(limits);
   return (c, signal): TokenConstraint => {

@@ -186,7 +186,8 @@ export interface EncoderReaderApi extends BaseReaderApi {
 export type AnyReaderApi = ReaderApi | EncoderReaderApi;
 
 /** Compiles a constraint request into a fresh per-request TokenConstraint. */
-export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
+/** Compiles a constraint for a request: at once, or (compiled off the reader's thread) as a Promise. */
+export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint | Promise<TokenConstraint>;
 
 export function validateRequest(req: GenerateRequest): void {
   const intField = (v: unknown, name: string, min: number, max = 1 << 30): void => {

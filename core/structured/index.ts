@@ -19,7 +19,7 @@ import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
 import { OverBudgetError, TooLargeError, withBudget } from './budget.ts';
 import { type Whitespace, WHITESPACES } from './json_text.ts';
-import { NativeGrammar } from './native.ts';
+import { grammarRules, NativeGrammar, type RuleNfas } from './native.ts';
 import { OutlinesIndex } from './outlines.ts';
 import { regexFullMatch } from './regex.ts';
 import { type GrammarAst, schemaToAst } from './schema.ts';
@@ -27,6 +27,7 @@ import { TokenTrie } from './trie.ts';
 
 export type ConstraintSpec = { kind: 'json_schema'; schema: unknown } | { kind: 'regex'; pattern: string } | { kind: 'json_object' };
 export type { Whitespace } from './json_text.ts';
+export type { RuleNfas } from './native.ts';
 export { WHITESPACES } from './json_text.ts';
 export type Backend = 'native' | 'outlines';
 export const BACKENDS: readonly Backend[] = ['native', 'outlines'];
@@ -157,6 +158,64 @@ function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace): Gr
       return { root, rules: new Map() };
     }
   }
+}
+
+/** Turns automaton-size and budget errors into the request's errors (400 constraint_too_complex, or cancelled). */
+function mapped<T>(spec: ConstraintSpec, f: () => T): T {
+  const keyword = spec.kind === 'regex' ? 'regex_string' : 'json_schema';
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof OverBudgetError && e.cancelled) throw new CancelledError(e.message);
+    if (e instanceof TooLargeError || e instanceof OverBudgetError) {
+      fail('constraint_too_complex', `constraint too complex to compile: ${e.message}`, '', keyword);
+    }
+    throw e;
+  }
+}
+
+/**
+ * The vocabulary-independent front of a native compile (what a compile worker
+ * runs): the spec's rule NFAs, under an optional time budget. Throws the
+ * request's errors (invalid schema, too complex, empty language).
+ */
+export function compileRules(spec: ConstraintSpec, ws: Whitespace, millis?: number): RuleNfas {
+  canonicalSpec(spec);
+  const t0 = performance.now();
+  return withBudget(millis !== undefined ? { deadline: t0 + millis, millis } : null, () =>
+    mapped(spec, () => {
+      const rules = grammarRules(specGrammar(spec, 'native', ws));
+      if (!rules) fail(spec.kind === 'regex' ? 'invalid_regex' : 'invalid_schema', 'no string satisfies this constraint', '', spec.kind === 'regex' ? 'regex_string' : 'json_schema');
+      return rules;
+    }),
+  );
+}
+
+/**
+ * Finishes a native compile from rules built elsewhere (compileRules on a
+ * compile worker) and caches it like compileConstraint would: what is left
+ * here is per-vocabulary, bounded work (automata over the rules, the first mask).
+ */
+export function compileFromRules(spec: ConstraintSpec, vocab: VocabLike, rules: RuleNfas, opts: CompileOptions = {}): CompiledConstraint {
+  const ws = parseWhitespace(opts.whitespace);
+  const key = `native|${ws}|${canonicalSpec(spec)}`;
+  const cache = caches.get(vocab) ?? new Map<string, CompiledConstraint>();
+  caches.set(vocab, cache);
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const t0 = performance.now();
+  const b = opts.budget;
+  const grammar = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => mapped(spec, () => NativeGrammar.fromRules(rules, TokenTrie.for(vocab))));
+  const result: CompiledConstraint = { backend: 'native', compileMs: performance.now() - t0, start: () => grammar.begin() };
+  cache.set(key, result);
+  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  return result;
+}
+
+/** The compiled constraint if it is cached (no work otherwise). */
+export function cachedConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: CompileOptions = {}): CompiledConstraint | undefined {
+  const key = `${parseBackend(opts.backend)}|${parseWhitespace(opts.whitespace)}|${canonicalSpec(spec)}`;
+  return caches.get(vocab)?.get(key);
 }
 
 function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whitespace): () => ConstraintState {

@@ -205,29 +205,13 @@ export class NativeGrammar {
 
   /** Returns null if the language is empty. */
   static build(g: GrammarAst, trie: TokenTrie): NativeGrammar | null {
-    const names = new Map<string, number>();
-    const asts = [g.root];
-    const ruleIndex = (name: string): number => {
-      let i = names.get(name);
-      if (i === undefined) {
-        names.set(name, (i = asts.length));
-        asts.push(g.rules.get(name)!);
-      }
-      return i;
-    };
-    const nfas: Nfa[] = [];
-    for (let i = 0; i < asts.length; i++) nfas.push(buildNfa(asts[i]!, ruleIndex));
-    const productive = new Uint8Array(nfas.length);
-    for (let changed = true; changed; ) {
-      changed = false;
-      nfas.forEach((n, i) => {
-        if (!productive[i] && reachesFinal(n, productive)) productive[i] = 1, (changed = true);
-      });
-    }
-    if (!productive[0]) return null;
-    for (const n of nfas) trim(n, (r) => productive[r] === 1);
-    const ruleName = [...names.keys()];
-    return new NativeGrammar(nfas.map((n) => new Dfa(n)), nfas, (i) => ruleName[i - 1] ?? '', trie);
+    const rules = grammarRules(g);
+    return rules && NativeGrammar.fromRules(rules, trie);
+  }
+
+  /** The automata over a vocabulary, from rule NFAs (grammarRules; possibly built on another thread). */
+  static fromRules(r: RuleNfas, trie: TokenTrie): NativeGrammar {
+    return new NativeGrammar(r.nfas.map((n) => new Dfa(n)), r.nfas, (i) => r.names[i - 1] ?? '', trie);
   }
 
   private constructor(machines: Dfa[], nfas: Nfa[], ruleName: (i: number) => string, private readonly trie: TokenTrie) {
@@ -539,6 +523,43 @@ function plainStep(step: (s: number, b: number) => number, s: number): number {
     else if (x !== next) return -1;
   }
   return next;
+}
+
+/** A grammar's rules as trimmed byte NFAs: the root first, then every named rule (names[i - 1] is rule i's). */
+export interface RuleNfas {
+  readonly nfas: Nfa[];
+  readonly names: string[];
+}
+
+/**
+ * The vocabulary-independent part of a native compile: every rule's NFA,
+ * trimmed to what can still complete; null if the language is empty. This is
+ * the part whose work grows with the schema (expansions, character classes),
+ * and what a compile worker runs off the reader's thread.
+ */
+export function grammarRules(g: GrammarAst): RuleNfas | null {
+  const names = new Map<string, number>();
+  const asts = [g.root];
+  const ruleIndex = (name: string): number => {
+    let i = names.get(name);
+    if (i === undefined) {
+      names.set(name, (i = asts.length));
+      asts.push(g.rules.get(name)!);
+    }
+    return i;
+  };
+  const nfas: Nfa[] = [];
+  for (let i = 0; i < asts.length; i++) nfas.push(buildNfa(asts[i]!, ruleIndex));
+  const productive = new Uint8Array(nfas.length);
+  for (let changed = true; changed; ) {
+    changed = false;
+    nfas.forEach((n, i) => {
+      if (!productive[i] && reachesFinal(n, productive)) productive[i] = 1, (changed = true);
+    });
+  }
+  if (!productive[0]) return null;
+  for (const n of nfas) trim(n, (r) => productive[r] === 1);
+  return { nfas, names: [...names.keys()] };
 }
 
 function reachesFinal(n: Nfa, productive: Uint8Array): boolean {
