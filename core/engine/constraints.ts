@@ -5,12 +5,21 @@
  * whose masks are sized to the model's vocabulary (ids the tokenizer lacks,
  * e.g. padded embedding rows, are never allowed).
  *
- * Compilation runs on the thread that steps the batch, so it is bounded twice:
- * per request (`requestMillis`: past it the request gets 400
- * `constraint_too_complex`) and per reader (a bucket of compile time that
- * refills at `readerShare` of wall time, capped at `burstMillis`: when it is
- * empty the request gets 503 `overloaded` with Retry-After, so a flood of
- * expensive constraints cannot take more than that share of the step loop).
+ * With an `offThread` rule builder (the server's compile worker), the work
+ * that grows with the constraint (schema or regex → rule NFAs) runs there,
+ * bounded by `requestMillis` and cancelled with the request, while this
+ * thread keeps stepping the batch. What runs on the thread that steps the
+ * batch (everything without a worker; with one, the per-vocabulary automata
+ * and first mask) is bounded twice: per request (`requestMillis`: past it the
+ * request gets 400 `constraint_too_complex`) and per reader (a bucket of
+ * compile time that refills at `readerShare` of wall time, capped at
+ * `burstMillis`: when it is empty the request gets 503 `overloaded` with
+ * Retry-After, so a flood of expensive constraints cannot take more than that
+ * share of the step loop).
+ *
+ * The constraint also carries the request's budget mode (`budget`:
+ * 'complete' unless 'truncate'): complete, the engine tells it the tokens left
+ * before every mask and it keeps a completion within them.
  */
 import { InvalidRequestError, UnavailableError } from '../errors.ts';
 import {
