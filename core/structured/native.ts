@@ -150,15 +150,37 @@ class StackSpace {
   }
 
   step(id: number, b: number): number {
-    let row = this.rows[id];
-    if (!row) this.rows[id] = row = new Int32Array(256).fill(-2);
-    if (row[b] !== -2) return row[b]!;
-    const next: number[] = [];
-    for (const f of this.closure(id).frames) {
-      const t = this.machines[this.fm[f]!]!.step(this.fs[f]!, b);
-      if (t >= 0) next.push(this.frame(this.fm[f]!, t, this.fp[f]!));
+    return (this.rows[id] ?? this.row(id))[b]!;
+  }
+
+  /**
+   * All 256 transitions of a set at once: mask walks and plain-text checks
+   * visit most bytes of a state anyway, and bytes whose frames all move alike
+   * (one DFA byte class) share one set, interned once.
+   */
+  private row(id: number): Int32Array {
+    const frames = this.closure(id).frames;
+    const rows = Array.from(frames, (f) => this.machines[this.fm[f]!]!.stepAll(this.fs[f]!));
+    const row = new Int32Array(256);
+    const memo = new Map<string, number>();
+    for (let b = 0; b < 256; b++) {
+      let key = '';
+      for (let k = 0; k < rows.length; k++) key += `${rows[k]![b]},`;
+      let t = memo.get(key);
+      if (t === undefined) {
+        const next: number[] = [];
+        for (let k = 0; k < rows.length; k++) {
+          const x = rows[k]![b]!;
+          const f = frames[k]!;
+          if (x >= 0) next.push(this.frame(this.fm[f]!, x, this.fp[f]!));
+        }
+        t = next.length ? this.set(next) : -1;
+        memo.set(key, t);
+      }
+      row[b] = t;
     }
-    return (row[b] = next.length ? this.set(next) : -1);
+    this.rows[id] = row;
+    return row;
   }
 }
 
