@@ -24,7 +24,7 @@ import type { ConstraintState } from './index.ts';
 import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { type FlatTrie, hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
+import { type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
 
 const ROOT = -1;
 const BOTTOM = -2;
@@ -195,6 +195,9 @@ interface Walk {
   /** Flat (token, byte offset where the frame returns) pairs. */
   readonly unc: number[];
   readonly plain: (s: number) => number;
+  /** The text class whose subtrees the walk settles without walking them, and its per-state table. */
+  readonly cls: TextClass;
+  readonly table: PlainTable;
 }
 
 /** A copy of `a` (filled with -1) with room for index i. */
@@ -264,8 +267,10 @@ export class NativeGrammar {
    */
   private walk(w: Walk, t: Omit<FlatTrie, 'groupStart'>, lo: number, hi: number, start: number, shift: Int32Array | null, skipPlain: boolean): void {
     const { byte, depth, skip, tokStart, tokCount, tokens } = t;
-    const { sufMax, sufMin, tokAt } = this.trie;
-    const { certain, unc, plain, callFree } = w;
+    const { tokAt } = this.trie;
+    const { sufMax, sufMin } = w.cls;
+    const { certain, unc, plain } = w;
+    const callFree = w.callFree;
     const fol = this.follow[w.m]!;
     const d = this.machines[w.m]!;
     const sp = this.local;
@@ -291,7 +296,7 @@ export class NativeGrammar {
             // All of them stay inside the frame (at the root: already in the bitset).
             if (dd > 1) {
               for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
-              const md = this.plainTable(w.m, callFree).maxDist(st[dd - 1]!, sm, w.dist);
+              const md = w.table.maxDist(st[dd - 1]!, sm, w.dist);
               if (md > w.maxAfter) w.maxAfter = md;
             }
             i = skip[i]!;
@@ -349,6 +354,41 @@ export class NativeGrammar {
     return d;
   };
 
+  private readonly classTables = new Map<string, PlainTable>();
+
+  /**
+   * The ASCII bytes that `root` takes alike (to one live state), when there
+   * are enough of them to matter, with their text class and per-state table;
+   * null otherwise.
+   */
+  private asciiRun(m: number, callFree: boolean, root: number): { cls: TextClass; table: PlainTable } | null {
+    const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => this.local.step(x, b);
+    const count = new Map<number, number>();
+    for (let b = 0; b < 128; b++) {
+      const t = step(root, b);
+      if (t >= 0) count.set(t, (count.get(t) ?? 0) + 1);
+    }
+    let best = -1;
+    let most = 0;
+    for (const [t, n] of count) if (n > most) (best = t), (most = n);
+    if (most < 8) return null;
+    const k = new Uint8Array(128);
+    for (let b = 0; b < 128; b++) if (step(root, b) === best) k[b] = 1;
+    const shapes: Array<Array<readonly [number, number]>> = [];
+    for (let b = 0; b < 128; b++) if (k[b] && !k[b - 1]) shapes.push([[b, b]]);
+    for (const sh of shapes) while (sh[0]![1] + 1 < 128 && k[sh[0]![1] + 1]) sh[0] = [sh[0]![0], sh[0]![1] + 1];
+    const cls = this.trie.asciiClass(k);
+    if (!cls) return null;
+    const key = `${m},${callFree ? 1 : 0},${k.join('')}`;
+    let table = this.classTables.get(key);
+    if (!table) {
+      const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => this.local.closure(x).escapes;
+      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes);
+      this.classTables.set(key, table);
+    }
+    return { cls, table };
+  }
+
   private readonly plainDfa: Array<PlainTable | undefined> = [];
   private plainSets: PlainTable | undefined;
 
@@ -375,26 +415,37 @@ export class NativeGrammar {
     const trie = this.trie;
     const sp = this.local;
     const callFree = this.callFree[m]!;
-    const table = this.plainTable(m, callFree);
+    let table = this.plainTable(m, callFree);
+    let cls = trie.plainClass;
     const dist = callFree ? (x: number): number => this.ruleDist(m, x) : (x: number): number => sp.dist(x);
-    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => table.info(x), dist, maxAfter: 0 };
     const root = callFree ? s : sp.set([sp.frame(m, s, BOTTOM)]);
-    const info = table.info(root);
+    let info = table.info(root);
+    if (info === 0) {
+      // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
+      const k = this.asciiRun(m, callFree, root);
+      if (k) {
+        table = k.table;
+        cls = k.cls;
+        info = table.info(root);
+      }
+    }
     const pd = info >> 1;
-    // Plain tokens short enough to stay inside the frame from the start: one precomputed bitset.
+    const plain = table;
+    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => plain.info(x), dist, maxAfter: 0, cls, table };
+    // Class tokens short enough to stay inside the frame from the start: one precomputed bitset.
     if (pd > 0) {
-      w.certain.set(trie.plainUpTo(pd));
-      w.maxAfter = Math.max(w.maxAfter, table.maxDist(root, Math.min(pd, trie.maxPlain), dist));
+      w.certain.set(cls.upTo(pd));
+      w.maxAfter = Math.max(w.maxAfter, table.maxDist(root, Math.min(pd, cls.maxLen), dist));
     }
     // Free text (any plain character taken the same way, as long as any token's plain start or
     // never past pd characters, no escape on the way): only the tokens that are not plain need a
     // walk, from the state their plain start leads to.
-    const chain = pd >= trie.maxPlain || info & 1 ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
+    const chain = cls === trie.plainClass && (pd >= trie.maxPlain || info & 1) ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
     if (chain) {
       const g = trie.tail.groupStart;
       for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
     } else {
-      this.walk(w, trie, 0, trie.nodes, root, null, pd > 0);
+      this.walk(w, trie, 0, trie.nodes, root, null, info !== 0);
     }
     const { certain, unc } = w;
     const kept: number[] = [];
@@ -410,7 +461,8 @@ export class NativeGrammar {
  * `\\`, then each UTF-8 length by lead byte, without overlong, surrogate or
  * C1-control forms.
  */
-const PLAIN_SHAPES: ReadonlyArray<ReadonlyArray<readonly [number, number]>> = [
+type Shapes = ReadonlyArray<ReadonlyArray<readonly [number, number]>>;
+const PLAIN_SHAPES: Shapes = [
   [[0x20, 0x21]],
   [[0x23, 0x5b]],
   [[0x5d, 0x7e]],
@@ -447,6 +499,7 @@ class PlainTable {
     private readonly step: (s: number, b: number) => number,
     private readonly escapes: (s: number) => boolean,
     private readonly cap: number,
+    private readonly shapes: Shapes = PLAIN_SHAPES,
   ) {}
 
   private grow(s: number): void {
@@ -462,7 +515,7 @@ class PlainTable {
 
   next(s: number): number {
     this.grow(s);
-    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s);
+    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s, this.shapes);
     return this.nexts[s]!;
   }
 
@@ -487,7 +540,7 @@ class PlainTable {
       if (nx < 0) {
         // The last state: closed if no plain lead byte is live from it.
         let closed = !this.escapes(cur);
-        for (const shape of PLAIN_SHAPES) for (let b = shape[0]![0]; b <= shape[0]![1] && closed; b++) if (this.step(cur, b) >= 0) closed = false;
+        for (const shape of this.shapes) for (let b = shape[0]![0]; b <= shape[0]![1] && closed; b++) if (this.step(cur, b) >= 0) closed = false;
         this.infos[cur] = closed ? 1 : 0;
         path.pop();
         break;
@@ -531,9 +584,9 @@ class PlainTable {
 }
 
 /** The state every plain character leads to from `s`, or -1 if some is dead or they disagree. */
-function plainStep(step: (s: number, b: number) => number, s: number): number {
+function plainStep(step: (s: number, b: number) => number, s: number, shapes: Shapes): number {
   let next = -1;
-  for (const shape of PLAIN_SHAPES) {
+  for (const shape of shapes) {
     let x = s;
     for (const [lo, hi] of shape) {
       const t = step(x, lo);

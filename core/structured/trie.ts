@@ -159,6 +159,86 @@ export class TokenTrie {
     this.tokAt = tokAt;
   }
 
+  /** Plain text as a TextClass (the walk's skip tables). */
+  get plainClass(): TextClass {
+    return (this.plainCls ??= { sufMax: this.sufMax, sufMin: this.sufMin, maxLen: this.maxPlain, upTo: (n) => this.plainUpTo(n) });
+  }
+
+  private plainCls: TextClass | undefined;
+  private readonly classes = new Map<string, TextClass>();
+  private readonly classAsks = new Map<string, number>();
+
+  /**
+   * The TextClass of a set of ASCII bytes (`k[b]` = 1 for b < 128), one
+   * character per byte: per node the longest / shortest suffix made only of
+   * them (or -1), and bitsets of the tokens made only of them by length.
+   * Built once per set and vocabulary (a few ms on 128k tokens; at most 32 sets kept),
+   * on the set's second request: null the first time.
+   */
+  asciiClass(k: Uint8Array): TextClass | null {
+    const key = Array.from(k.subarray(0, 128)).join('');
+    let c = this.classes.get(key);
+    if (c) return c;
+    // Built on a set's second request: a walk costs less than the tables, once.
+    const seen = this.classAsks.get(key) ?? 0;
+    if (this.classAsks.size >= 4096) this.classAsks.clear();
+    this.classAsks.set(key, seen + 1);
+    if (seen === 0) return null;
+    const n = this.nodes;
+    const { byte, depth, skip, tokStart, tokCount, tokens } = this;
+    const inK = (i: number): boolean => byte[i]! < 128 && k[byte[i]!] === 1;
+    // Post-order over the preorder layout: a node's suffix is its byte then a child's suffix (or nothing, for its own tokens).
+    const sufMax = new Int16Array(n);
+    const sufMin = new Int16Array(n);
+    for (let i = n - 1; i >= 0; i--) {
+      if (!inK(i)) {
+        sufMax[i] = -1;
+        continue;
+      }
+      let hi = tokCount[i]! > 0 ? 1 : -2;
+      let lo = tokCount[i]! > 0 ? 1 : 0x7fff;
+      for (let j = i + 1; j < skip[i]! && hi !== -1; j = skip[j]!) {
+        if (sufMax[j]! < 0) hi = -1;
+        else {
+          hi = Math.max(hi, Math.min(0x7fff, sufMax[j]! + 1));
+          lo = Math.min(lo, sufMin[j]! + 1);
+        }
+      }
+      sufMax[i] = hi;
+      sufMin[i] = lo;
+    }
+    // Tokens made only of class bytes: their whole path is in the class.
+    const lenOf = new Int16Array(this.vocabSize).fill(-1);
+    let maxLen = 0;
+    const allK = new Uint8Array(this.maxDepth + 1);
+    allK[0] = 1;
+    for (let i = 0; i < n; i++) {
+      const d = depth[i]!;
+      allK[d] = allK[d - 1]! && inK(i) ? 1 : 0;
+      if (!allK[d]) continue;
+      for (let t = tokStart[i]!, e = t + tokCount[i]!; t < e; t++) lenOf[tokens[t]!] = Math.min(0x7fff, d);
+      if (tokCount[i]! > 0 && d > maxLen) maxLen = Math.min(0x7fff, d);
+    }
+    const masks: Uint32Array[] = [];
+    const upTo = (len: number): Uint32Array => {
+      if (masks.length === 0) {
+        const byLen: number[][] = Array.from({ length: maxLen + 1 }, () => []);
+        for (let id = 0; id < this.vocabSize; id++) if (lenOf[id]! >= 0) byLen[lenOf[id]!]!.push(id);
+        let m = new Uint32Array(this.words);
+        for (const ids of byLen) {
+          m = m.slice();
+          for (const id of ids) setBit(m, id);
+          masks.push(m);
+        }
+      }
+      return masks[Math.max(0, Math.min(len, maxLen))]!;
+    };
+    c = { sufMax, sufMin, maxLen, upTo };
+    if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
+    this.classes.set(key, c);
+    return c;
+  }
+
   /** Bitset of the plain tokens of at most `chars` characters (read-only; all lengths built on first use, cumulatively). */
   plainUpTo(chars: number): Uint32Array {
     if (this.plainMasks.length === 0) {
@@ -201,6 +281,20 @@ function plainCharAt(b: Uint8Array, o: number): number {
   if ((x === 0xe0 && y < 0xa0) || (x === 0xed && y > 0x9f) || (x === 0xf0 && y < 0x90) || (x === 0xf4 && y > 0x8f) || (x === 0xc2 && y < 0xa0)) return 0;
   return len;
 }
+/**
+ * A class of text (plain text, or a set of ASCII bytes) as the mask walk uses
+ * it: per trie node the longest / shortest class suffix of the tokens under it
+ * (-1 if some suffix is not all class text), and the tokens made only of class
+ * text, by length in characters (cumulative bitsets, read-only).
+ */
+export interface TextClass {
+  readonly sufMax: Int16Array;
+  readonly sufMin: Int16Array;
+  /** Longest token made only of class text, in characters. */
+  readonly maxLen: number;
+  upTo(chars: number): Uint32Array;
+}
+
 /** A byte trie in preorder, optionally split in groups (each its own forest). */
 export interface FlatTrie {
   readonly nodes: number;

@@ -6,7 +6,9 @@
  * the shortcuts that settle plain-text tokens without a trie walk (bitsets of
  * plain tokens, tails of the others) against the automaton itself, with extra
  * samples among tokens that are not plain text (quotes, escapes, partial
- * UTF-8, control bytes), where those shortcuts differ from a plain walk.
+ * UTF-8, control bytes), where those shortcuts differ from a plain walk, and
+ * formats whose characters are runs of one ASCII set (the same shortcut with
+ * that set's tables).
  * Skipped if the package is absent.
  */
 import { readFileSync } from 'node:fs';
@@ -28,6 +30,8 @@ const FILES = [
   'pattern-unanchored.json',
   'dictionary.json',
   'string-lengths.json',
+  'format-email.json', // runs of one ASCII set (settled by its class tables once asked twice)
+  'formats-object.json',
 ];
 const has = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
 
