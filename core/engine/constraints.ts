@@ -5,15 +5,34 @@
  * whose masks are sized to the model's vocabulary (ids the tokenizer lacks,
  * e.g. padded embedding rows, are never allowed).
  *
- * Compilation runs on the thread that steps the batch, so it is bounded twice:
- * per request (`requestMillis`: past it the request gets 400
- * `constraint_too_complex`) and per reader (a bucket of compile time that
- * refills at `readerShare` of wall time, capped at `burstMillis`: when it is
- * empty the request gets 503 `overloaded` with Retry-After, so a flood of
- * expensive constraints cannot take more than that share of the step loop).
+ * With an `offThread` rule builder (the server's compile worker), the work
+ * that grows with the constraint (schema or regex → rule NFAs) runs there,
+ * bounded by `requestMillis` and cancelled with the request, while this
+ * thread keeps stepping the batch. What runs on the thread that steps the
+ * batch (everything without a worker; with one, the per-vocabulary automata
+ * and first mask) is bounded twice: per request (`requestMillis`: past it the
+ * request gets 400 `constraint_too_complex`) and per reader (a bucket of
+ * compile time that refills at `readerShare` of wall time, capped at
+ * `burstMillis`: when it is empty the request gets 503 `overloaded` with
+ * Retry-After, so a flood of expensive constraints cannot take more than that
+ * share of the step loop).
+ *
+ * The constraint also carries the request's budget mode (`budget`:
+ * 'complete' unless 'truncate'): complete, the engine tells it the tokens left
+ * before every mask and it keeps a completion within them.
  */
 import { InvalidRequestError, UnavailableError } from '../errors.ts';
-import { compileConstraint, parseBackend, parseWhitespace, type ConstraintSpec } from '../structured/index.ts';
+import {
+  cachedConstraint,
+  compileConstraint,
+  compileFromRules,
+  type ConstraintSpec,
+  parseBackend,
+  parseBudgetMode,
+  parseWhitespace,
+  type RuleNfas,
+  type Whitespace,
+} from '../structured/index.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import type { TokenConstraint } from './engine.ts';
 import type { ConstraintCompiler, ConstraintRequest } from './reader_api.ts';
@@ -61,8 +80,42 @@ const UNLIMITED: CompileLimits = { requestMillis: Infinity, readerShare: 1, burs
 /** Below this many ms left in the reader's bucket a compile is not started. */
 const MIN_COMPILE_MS = 5;
 
-/** `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply. */
-export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED): ConstraintCompiler {
+/**
+ * Builds a native constraint's rule NFAs elsewhere (a compile worker; the
+ * server's is server/readers/compile_pool.ts): `millis` bounds that work,
+ * `signal` cancels it.
+ */
+export type OffThreadRules = (spec: ConstraintSpec, ws: Whitespace, strict: boolean, millis: number | undefined, signal?: AbortSignal) => Promise<RuleNfas>;
+
+/**
+ * `limits` absent: no time budget (benchmarks, tests); the automaton state limits still apply.
+ * `offThread`: native constraints that are not cached compile their rules there
+ * (the compiler then answers a Promise and the request joins the batch once
+ * compiled); only the per-vocabulary rest runs on this thread, under the limits.
+ */
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits?: CompileLimits): SyncConstraintCompiler;
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits, offThread: OffThreadRules | undefined): ConstraintCompiler;
+export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits: CompileLimits = UNLIMITED, offThread?: OffThreadRules): ConstraintCompiler {
+  const sync = syncCompiler(tok, modelVocab, limits);
+  if (!offThread) return sync;
+  return (c, signal) => {
+    const backend = parseBackend(c.backend);
+    const ws = parseWhitespace(c.whitespace);
+    parseBudgetMode(c.budget);
+    const spec = specOf(c);
+    const strict = c.kind === 'json_schema' && c.strict === true;
+    if (backend !== 'native' || cachedConstraint(spec, tok, { backend, whitespace: ws, strict })) return sync(c, signal);
+    return offThread(spec, ws, strict, limits.requestMillis, signal).then((rules) => {
+      compileFromRules(spec, tok, rules, { whitespace: ws, strict });
+      return sync(c, signal); // now a cache hit
+    });
+  };
+}
+
+/** A compiler that always answers at once (compiles on the calling thread). */
+export type SyncConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
+
+function syncCompiler(tok: Tokenizer, modelVocab: number, limits: CompileLimits): SyncConstraintCompiler {
   const words = Math.ceil(modelVocab / 32);
   const bucket = new CompileBucket(limits);
   return (c, signal): TokenConstraint => {
@@ -72,6 +125,7 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
       const retryAfter = Math.max(1, wait);
       throw new UnavailableError('overloaded', 'this reader is spending its constraint-compilation budget; retry later', retryAfter, { reason: 'compile_budget', retry_after: retryAfter });
     }
+    parseBudgetMode(c.budget);
     const t0 = performance.now();
     let state;
     const millis = Math.min(limits.requestMillis, left);
@@ -88,7 +142,10 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
     } finally {
       bucket.spend(performance.now() - t0);
     }
-    if (Math.ceil(tok.vocabSize / 32) === words) return state;
+    const complete = parseBudgetMode(c.budget) === 'complete';
+    const budget = complete ? { budget: (n: number) => state.budget?.(n), forced: () => state.forced?.() ?? false } : {};
+    if (Math.ceil(tok.vocabSize / 32) === words && complete) return state;
+    if (Math.ceil(tok.vocabSize / 32) === words) return { mask: () => state.mask(), advance: (t) => state.advance(t), isComplete: () => state.isComplete() };
     return {
       mask() {
         const m = state.mask();
@@ -98,6 +155,7 @@ export function constraintCompilerFor(tok: Tokenizer, modelVocab: number, limits
       },
       advance: (t) => state.advance(t),
       isComplete: () => state.isComplete(),
+      ...budget,
     };
   };
 }

@@ -42,6 +42,14 @@ export interface TokenConstraint {
   advance(token: number): void;
   /** True when the output so far is complete and nothing more may follow. */
   isComplete(): boolean;
+  /**
+   * Complete within the budget: told before each mask() how many tokens the
+   * request may still produce (this one included), the constraint narrows its
+   * mask so the value can still be completed in that many.
+   */
+  budget?(remaining: number): void;
+  /** True once budget() narrowed a mask: a value completed after that was forced closed ('length'). */
+  forced?(): boolean;
 }
 
 export interface GenerateOptions {
@@ -287,6 +295,7 @@ export class Engine {
     const bans: number[] = [];
     if (a.generated.length < (a.opts.minNewTokens ?? 0) && !a.opts.ignoreEos) bans.push(...this.opts.eosIds);
     if (a.opts.noRepeatNgramSize) bans.push(...bannedNgramTokens(a.seq.tokens, a.opts.noRepeatNgramSize));
+    a.opts.constraint?.budget?.(a.maxNew - a.generated.length);
     let mask = a.opts.constraint?.mask() ?? null;
     if (bans.length) {
       mask = mask ? mask.slice() : new Uint32Array(Math.ceil(this.vocab / 32)).fill(0xffffffff);
@@ -430,9 +439,10 @@ export class Engine {
       a.channel.push({ type: 'token', id: token, text: delta, ...(tokenLp ? { logprobs: tokenLp } : {}) });
       if (a.stops.matched !== null) return 'stop';
     }
-    if (isEos) return 'eos';
+    if (isEos) return a.opts.constraint?.forced?.() ? 'length' : 'eos';
     if (isStopId) return 'stop';
-    if (a.opts.constraint?.isComplete()) return 'stop';
+    // A value the budget forced closed ran out of tokens: 'length', even though it parses.
+    if (a.opts.constraint?.isComplete()) return a.opts.constraint.forced?.() ? 'length' : 'stop';
     if (a.generated.length >= a.maxNew) return 'length';
     return null;
   }

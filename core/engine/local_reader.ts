@@ -86,13 +86,18 @@ export class LocalReader implements ReaderApi {
       ...(req.promptMaxTokens !== undefined ? { promptMaxTokens: req.promptMaxTokens } : {}),
       ...(req.id ? { id: req.id } : {}),
       ...(signal ? { signal } : {}),
-      ...(constraint ? { constraint } : {}),
       ...(req.logprobs !== undefined ? { logprobs: req.logprobs } : {}),
       ...(req.promptLogprobs !== undefined ? { promptLogprobs: req.promptLogprobs } : {}),
       ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };
-    return req.images ? imageGeneration(this.loaded, prompt, req.images, opts) : this.loaded.engine.generate(prompt, opts);
+    const run = (o: GenerateOptions): AsyncIterable<GenerationEvent> => (req.images ? imageGeneration(this.loaded, prompt, req.images, o) : this.loaded.engine.generate(prompt, o));
+    if (!(constraint instanceof Promise)) return run({ ...opts, ...(constraint ? { constraint } : {}) });
+    // Compiled off this thread: the request joins the batch once its constraint is ready; others keep stepping meanwhile.
+    const pending = constraint;
+    return (async function* () {
+      yield* run({ ...opts, constraint: await pending });
+    })();
   }
 
   /** Checks ids against the vocabulary and biases against [-100, 100] (400 invalid_logit_bias, field logit_bias). */

@@ -20,13 +20,15 @@ import type { DecodePathCounts } from '../models/step.ts';
  * `backend`: 'native' (default) | 'outlines'; `whitespace`: 'none' (default) |
  * 'compact' | 'flexible' | 'flexible:N', JSON kinds only (core/structured
  * parseBackend / parseWhitespace); `strict`: json_schema only, OpenAI strict
- * semantics (objects that declare properties are closed, all of them required).
+ * semantics (objects that declare properties are closed, all of them required);
+ * `budget`: 'complete' (default: near max_new_tokens the output is steered to
+ * a complete value) | 'truncate' (no steering: cut where the budget ends).
  */
 export type ConstraintRequest = (
   | { kind: 'json_schema'; schema: unknown; strict?: boolean }
   | { kind: 'regex'; pattern: string }
   | { kind: 'json_object' }
-) & { backend?: string; whitespace?: string };
+) & { backend?: string; whitespace?: string; budget?: string };
 
 /** One generation request as plain, cloneable data. */
 export interface GenerateRequest {
@@ -186,7 +188,8 @@ export interface EncoderReaderApi extends BaseReaderApi {
 export type AnyReaderApi = ReaderApi | EncoderReaderApi;
 
 /** Compiles a constraint request into a fresh per-request TokenConstraint. */
-export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint;
+/** Compiles a constraint for a request: at once, or (compiled off the reader's thread) as a Promise. */
+export type ConstraintCompiler = (c: ConstraintRequest, signal?: AbortSignal) => TokenConstraint | Promise<TokenConstraint>;
 
 export function validateRequest(req: GenerateRequest): void {
   const intField = (v: unknown, name: string, min: number, max = 1 << 30): void => {

@@ -3,8 +3,9 @@
  * performance clock) and an AbortSignal, checked from the hot loops that grow
  * automata (NFA states, DFA states, trie walks) via `charge()`.
  *
- * Compilation is synchronous and runs on the thread that steps the batch, so
- * an unbounded compile would stall every generation on the reader: the budget
+ * Compilation is synchronous; where it runs on the thread that steps the batch
+ * (no compile worker, or the per-vocabulary part after one), an unbounded
+ * compile would stall every generation on the reader: the budget
  * turns "too much work" into an `OverBudgetError` (a 400
  * `constraint_too_complex` for the client) after at most the configured time.
  * The budget is installed for the duration of one synchronous call

@@ -19,7 +19,7 @@ import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
 import { OverBudgetError, TooLargeError, withBudget } from './budget.ts';
 import { FLEXIBLE_LIMIT, type Whitespace, WHITESPACES } from './json_text.ts';
-import { NativeGrammar } from './native.ts';
+import { grammarRules, NativeGrammar, type RuleNfas } from './native.ts';
 import { OutlinesIndex } from './outlines.ts';
 import { regexFullMatch } from './regex.ts';
 import { type GrammarAst, schemaToAst } from './schema.ts';
@@ -27,6 +27,7 @@ import { TokenTrie } from './trie.ts';
 
 export type ConstraintSpec = { kind: 'json_schema'; schema: unknown } | { kind: 'regex'; pattern: string } | { kind: 'json_object' };
 export type { Whitespace } from './json_text.ts';
+export type { RuleNfas } from './native.ts';
 export { WHITESPACES } from './json_text.ts';
 export type Backend = 'native' | 'outlines';
 export const BACKENDS: readonly Backend[] = ['native', 'outlines'];
@@ -44,6 +45,12 @@ export interface VocabLike {
  */
 export interface ConstraintState extends TokenConstraint {
   mask(): Uint32Array;
+  /** Tokens the request may still produce (this one included): the mask keeps a completion within them. */
+  budget?(remaining: number): void;
+  /** True once the budget narrowed a mask. */
+  forced?(): boolean;
+  /** Tokens that surely suffice to complete the value from here (single-byte tokens; ≥ 2^30: none that way). */
+  completion?(): number;
   /** True when the output so far is a complete value (EOS allowed); more may still follow unless isComplete(). */
   accepted(): boolean;
 }
@@ -77,6 +84,8 @@ export interface CompileOptions {
    * Absent: only the automaton state limits apply.
    */
   budget?: { millis: number; signal?: AbortSignal | undefined };
+  /** Benchmarks: compile afresh, neither reading nor filling the compile cache (the vocabulary trie stays cached). */
+  uncached?: boolean;
 }
 
 const CACHE_SIZE = 64;
@@ -90,11 +99,10 @@ export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: 
     throw new InvalidRequestError('conflicting_constraints', 'json_whitespace applies to JSON constraints (json_schema, json_object), not to regex_string', { field: 'json_whitespace' });
   }
   const strict = opts.strict === true && spec?.kind === 'json_schema';
-  // The whitespace mode and strictness are part of the key: the same schema compiles to a different automaton per mode.
-  const key = `${backend}|${ws}|${strict ? 'strict' : 'open'}|${canonicalSpec(spec)}`;
+  const key = cacheKey(spec, backend, ws, strict);
   let cache = caches.get(vocab);
   if (!cache) caches.set(vocab, (cache = new Map()));
-  const hit = cache.get(key);
+  const hit = opts.uncached ? undefined : cache.get(key);
   if (hit) {
     cache.delete(key);
     cache.set(key, hit);
@@ -104,6 +112,7 @@ export function compileConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: 
   const b = opts.budget;
   const compiled = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => build(spec, vocab, backend, ws, strict));
   const result: CompiledConstraint = { backend, compileMs: performance.now() - t0, start: compiled };
+  if (opts.uncached) return result;
   cache.set(key, result);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
   return result;
@@ -117,6 +126,20 @@ export function parseBackend(name: unknown): Backend {
     'invalid_constrained_decoding_backend',
     `unknown constrained_decoding_backend ${JSON.stringify(name)}; valid: ${BACKENDS.join(', ')}`,
     { field: 'constrained_decoding_backend', valid: [...BACKENDS] },
+  );
+}
+
+export type BudgetMode = 'complete' | 'truncate';
+export const BUDGET_MODES: readonly BudgetMode[] = ['complete', 'truncate'];
+
+/** Validates a `constrained_decoding_budget` request value (absent → 'complete'). */
+export function parseBudgetMode(name: unknown): BudgetMode {
+  if (name === undefined || name === null) return 'complete';
+  if (typeof name === 'string' && (BUDGET_MODES as readonly string[]).includes(name)) return name as BudgetMode;
+  throw new InvalidRequestError(
+    'invalid_constrained_decoding_budget',
+    `unknown constrained_decoding_budget ${JSON.stringify(name)}; valid: ${BUDGET_MODES.join(', ')}`,
+    { field: 'constrained_decoding_budget', valid: [...BUDGET_MODES] },
   );
 }
 
@@ -145,6 +168,69 @@ function specGrammar(spec: ConstraintSpec, backend: Backend, ws: Whitespace, str
       return { root, rules: new Map() };
     }
   }
+}
+
+/** Turns automaton-size and budget errors into the request's errors (400 constraint_too_complex, or cancelled). */
+function mapped<T>(spec: ConstraintSpec, f: () => T): T {
+  const keyword = spec.kind === 'regex' ? 'regex_string' : 'json_schema';
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof OverBudgetError && e.cancelled) throw new CancelledError(e.message);
+    if (e instanceof TooLargeError || e instanceof OverBudgetError) {
+      fail('constraint_too_complex', `constraint too complex to compile: ${e.message}`, '', keyword);
+    }
+    throw e;
+  }
+}
+
+/**
+ * The vocabulary-independent front of a native compile (what a compile worker
+ * runs): the spec's rule NFAs, under an optional time budget. Throws the
+ * request's errors (invalid schema, too complex, empty language).
+ */
+export function compileRules(spec: ConstraintSpec, ws: Whitespace, strict: boolean, millis?: number): RuleNfas {
+  canonicalSpec(spec);
+  const t0 = performance.now();
+  return withBudget(millis !== undefined ? { deadline: t0 + millis, millis } : null, () =>
+    mapped(spec, () => {
+      const rules = grammarRules(specGrammar(spec, 'native', ws, strict && spec.kind === 'json_schema'));
+      if (!rules) fail(spec.kind === 'regex' ? 'invalid_regex' : 'invalid_schema', 'no string satisfies this constraint', '', spec.kind === 'regex' ? 'regex_string' : 'json_schema');
+      return rules;
+    }),
+  );
+}
+
+/**
+ * Finishes a native compile from rules built elsewhere (compileRules on a
+ * compile worker) and caches it like compileConstraint would: what is left
+ * here is per-vocabulary, bounded work (automata over the rules, the first mask).
+ */
+export function compileFromRules(spec: ConstraintSpec, vocab: VocabLike, rules: RuleNfas, opts: CompileOptions = {}): CompiledConstraint {
+  const key = cacheKey(spec, 'native', parseWhitespace(opts.whitespace), opts.strict);
+  const cache = caches.get(vocab) ?? new Map<string, CompiledConstraint>();
+  caches.set(vocab, cache);
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const t0 = performance.now();
+  const b = opts.budget;
+  const grammar = withBudget(b ? { deadline: t0 + b.millis, millis: b.millis, signal: b.signal } : null, () => mapped(spec, () => NativeGrammar.fromRules(rules, TokenTrie.for(vocab))));
+  const result: CompiledConstraint = { backend: 'native', compileMs: performance.now() - t0, start: () => grammar.begin() };
+  cache.set(key, result);
+  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  return result;
+}
+
+/** The whitespace mode and strictness are part of the key: the same schema compiles to a different automaton per mode. */
+function cacheKey(spec: ConstraintSpec, backend: Backend, ws: Whitespace, strict: boolean | undefined): string {
+  const closed = strict === true && spec?.kind === 'json_schema';
+  return `${backend}|${ws}|${closed ? 'strict' : 'open'}|${canonicalSpec(spec)}`;
+}
+
+/** The compiled constraint if it is cached (no work otherwise). */
+export function cachedConstraint(spec: ConstraintSpec, vocab: VocabLike, opts: CompileOptions = {}): CompiledConstraint | undefined {
+  const key = cacheKey(spec, parseBackend(opts.backend), parseWhitespace(opts.whitespace), opts.strict);
+  return caches.get(vocab)?.get(key);
 }
 
 function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whitespace, strict: boolean): () => ConstraintState {

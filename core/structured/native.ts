@@ -21,9 +21,10 @@ import { fail } from './ast.ts';
 import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 import type { ConstraintState } from './index.ts';
+import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { hasBit, MaskPool, setBit, type TokenTrie } from './trie.ts';
+import { type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
 
 const ROOT = -1;
 const BOTTOM = -2;
@@ -46,7 +47,43 @@ class StackSpace {
   private readonly clo: Array<Closure | undefined> = [];
   private readonly rows: Array<Int32Array | undefined> = [];
 
-  constructor(private readonly machines: readonly Dfa[]) {}
+  private frameDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
+  private setDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
+
+  constructor(
+    private readonly machines: readonly Dfa[],
+    private readonly ruleDist: (m: number, s: number) => number,
+  ) {}
+
+  /** Fewest single-byte tokens completing every frame of a stack (to its ROOT or BOTTOM). */
+  private fdist(f: number): number {
+    if (f >= this.frameDist.length) this.frameDist = grown(this.frameDist, f);
+    let d = this.frameDist[f]!;
+    if (d < 0) {
+      const p = this.fp[f]!;
+      d = Math.min(FAR, this.ruleDist(this.fm[f]!, this.fs[f]!) + (p >= 0 ? this.fdist(p) : 0));
+      this.frameDist[f] = d;
+    }
+    return d;
+  }
+
+  /** Fewest single-byte tokens completing some stack of a set (FAR: none that way). */
+  dist(id: number): number {
+    if (id >= this.setDist.length) this.setDist = grown(this.setDist, id);
+    let d = this.setDist[id]!;
+    if (d < 0) {
+      d = FAR;
+      for (const f of this.sets[id]!) d = Math.min(d, this.fdist(f));
+      this.setDist[id] = d;
+    }
+    return d;
+  }
+
+  /** Completion distance of the stack below frame f (0 at ROOT or BOTTOM). */
+  below(f: number): number {
+    const p = this.fp[f]!;
+    return p >= 0 ? this.fdist(p) : 0;
+  }
 
   frame(m: number, s: number, p: number): number {
     const key = `${m},${s},${p}`;
@@ -113,20 +150,71 @@ class StackSpace {
   }
 
   step(id: number, b: number): number {
-    let row = this.rows[id];
-    if (!row) this.rows[id] = row = new Int32Array(256).fill(-2);
-    if (row[b] !== -2) return row[b]!;
-    const next: number[] = [];
-    for (const f of this.closure(id).frames) {
-      const t = this.machines[this.fm[f]!]!.step(this.fs[f]!, b);
-      if (t >= 0) next.push(this.frame(this.fm[f]!, t, this.fp[f]!));
-    }
-    return (row[b] = next.length ? this.set(next) : -1);
+    return (this.rows[id] ?? this.row(id))[b]!;
   }
+
+  /**
+   * All 256 transitions of a set at once: mask walks and plain-text checks
+   * visit most bytes of a state anyway, and bytes whose frames all move alike
+   * (one DFA byte class) share one set, interned once.
+   */
+  private row(id: number): Int32Array {
+    const frames = this.closure(id).frames;
+    const rows = Array.from(frames, (f) => this.machines[this.fm[f]!]!.stepAll(this.fs[f]!));
+    const row = new Int32Array(256);
+    const memo = new Map<string, number>();
+    for (let b = 0; b < 256; b++) {
+      let key = '';
+      for (let k = 0; k < rows.length; k++) key += `${rows[k]![b]},`;
+      let t = memo.get(key);
+      if (t === undefined) {
+        const next: number[] = [];
+        for (let k = 0; k < rows.length; k++) {
+          const x = rows[k]![b]!;
+          const f = frames[k]!;
+          if (x >= 0) next.push(this.frame(this.fm[f]!, x, this.fp[f]!));
+        }
+        t = next.length ? this.set(next) : -1;
+        memo.set(key, t);
+      }
+      row[b] = t;
+    }
+    this.rows[id] = row;
+    return row;
+  }
+}
+
+/** What one mask computation collects. */
+interface Walk {
+  /** Largest frame-local completion distance of a state a token ended in. */
+  maxAfter: number;
+  readonly dist: (s: number) => number;
+  readonly m: number;
+  readonly callFree: boolean;
+  readonly certain: Uint32Array;
+  /** Flat (token, byte offset where the frame returns) pairs. */
+  readonly unc: number[];
+  readonly plain: (s: number) => number;
+  /** The text class whose subtrees the walk settles without walking them, and its per-state table. */
+  readonly cls: TextClass;
+  readonly table: PlainTable;
+}
+
+/** A copy of `a` (filled with -1) with room for index i. */
+function grown(a: Int32Array, i: number): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(Math.max(i + 1, a.length * 2)).fill(-1);
+  b.set(a);
+  return b;
 }
 
 interface LocalEntry {
   readonly certain: Uint32Array;
+  /**
+   * Upper bound on the frame-local completion distance after any certain
+   * token (single-byte tokens; FAR if unknown): while the budget left covers
+   * it plus the stack below, no certain token needs checking.
+   */
+  readonly maxAfter: number;
   /** Flat (token, byte offset where the frame returns) pairs. */
   readonly uncertain: Int32Array;
 }
@@ -142,29 +230,13 @@ export class NativeGrammar {
 
   /** Returns null if the language is empty. */
   static build(g: GrammarAst, trie: TokenTrie): NativeGrammar | null {
-    const names = new Map<string, number>();
-    const asts = [g.root];
-    const ruleIndex = (name: string): number => {
-      let i = names.get(name);
-      if (i === undefined) {
-        names.set(name, (i = asts.length));
-        asts.push(g.rules.get(name)!);
-      }
-      return i;
-    };
-    const nfas: Nfa[] = [];
-    for (let i = 0; i < asts.length; i++) nfas.push(buildNfa(asts[i]!, ruleIndex));
-    const productive = new Uint8Array(nfas.length);
-    for (let changed = true; changed; ) {
-      changed = false;
-      nfas.forEach((n, i) => {
-        if (!productive[i] && reachesFinal(n, productive)) productive[i] = 1, (changed = true);
-      });
-    }
-    if (!productive[0]) return null;
-    for (const n of nfas) trim(n, (r) => productive[r] === 1);
-    const ruleName = [...names.keys()];
-    return new NativeGrammar(nfas.map((n) => new Dfa(n)), nfas, (i) => ruleName[i - 1] ?? '', trie);
+    const rules = grammarRules(g);
+    return rules && NativeGrammar.fromRules(rules, trie);
+  }
+
+  /** The automata over a vocabulary, from rule NFAs (grammarRules; possibly built on another thread). */
+  static fromRules(r: RuleNfas, trie: TokenTrie): NativeGrammar {
+    return new NativeGrammar(r.nfas.map((n) => new Dfa(n)), r.nfas, (i) => r.names[i - 1] ?? '', trie);
   }
 
   private constructor(machines: Dfa[], nfas: Nfa[], ruleName: (i: number) => string, private readonly trie: TokenTrie) {
@@ -182,8 +254,153 @@ export class NativeGrammar {
     };
     machines.forEach((_, i) => visit(i));
     this.follow = followSets(machines, nfas);
-    this.local = new StackSpace(machines);
+    this.nfaDist = shortestCompletions(nfas, trie.singleByte);
+    this.local = new StackSpace(machines, this.ruleDist);
     this.entry(0, machines[0]!.start); // warm the first mask
+  }
+
+  /**
+   * Walks trie nodes lo..hi from `start`: tokens consumed inside the frame go
+   * to `certain`, tokens that may leave it to `unc` (with the byte offset, plus
+   * shift[token] when the trie holds token tails). `skipPlain`: subtrees of
+   * plain text the current state takes as a whole are settled without a walk.
+   */
+  private walk(w: Walk, t: Omit<FlatTrie, 'groupStart'>, lo: number, hi: number, start: number, shift: Int32Array | null, skipPlain: boolean): void {
+    const { byte, depth, skip, tokStart, tokCount, tokens } = t;
+    const { tokAt } = this.trie;
+    const { sufMax, sufMin } = w.cls;
+    const { certain, unc, plain } = w;
+    const callFree = w.callFree;
+    const fol = this.follow[w.m]!;
+    const d = this.machines[w.m]!;
+    const sp = this.local;
+    const st = new Int32Array(t.maxDepth + 1);
+    // Per walk depth: the plainInfo of st[depth].
+    const pi = new Int32Array(t.maxDepth + 1);
+    st[0] = start;
+    if (skipPlain) pi[0] = plain(start);
+    const record = (i: number, offset: number): void => {
+      for (let j = i; j < skip[i]!; j++) {
+        for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset + (shift ? shift[tokens[k]!]! : 0));
+      }
+    };
+    for (let i = lo; i < hi; ) {
+      const dd = depth[i]!;
+      if (skipPlain) {
+        const sm = sufMax[i]!;
+        if (sm >= 0) {
+          // Every token under i continues with plain text from here.
+          const info = pi[dd - 1]!;
+          const pd = info >> 1;
+          if (sm <= pd) {
+            // All of them stay inside the frame (at the root: already in the bitset).
+            if (dd > 1) {
+              for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
+              const md = w.table.maxDist(st[dd - 1]!, sm, w.dist);
+              if (md > w.maxAfter) w.maxAfter = md;
+            }
+            i = skip[i]!;
+            continue;
+          }
+          if (info & 1 && (dd === 1 || sufMin[i]! > pd)) {
+            // None can go past pd characters, and none leaves the frame on the way.
+            i = skip[i]!;
+            continue;
+          }
+        }
+      }
+      const cur = st[dd - 1]!;
+      const b = byte[i]!;
+      charge();
+      let nx: number;
+      if (callFree) {
+        // A rule without calls: walk its DFA directly (escapes happen in accepting states).
+        if (fol[b] && d.accepting(cur)) record(i, dd - 1);
+        nx = d.stepAll(cur)[b]!;
+      } else {
+        if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
+        nx = sp.step(cur, b);
+      }
+      if (nx < 0) {
+        i = skip[i]!;
+        continue;
+      }
+      st[dd] = nx;
+      if (skipPlain) pi[dd] = plain(nx);
+      if (tokCount[i]! > 0) {
+        const da = w.dist(nx);
+        if (da > w.maxAfter) w.maxAfter = da;
+      }
+      for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
+      i++;
+    }
+  }
+
+  /** Per rule, per NFA state: fewest single-byte tokens to the rule's end (distance.ts). */
+  private readonly nfaDist: Int32Array[];
+  private readonly dfaDist: Int32Array[] = [];
+
+  /** Fewest single-byte tokens completing a frame of rule m in DFA state s (FAR: none that way). */
+  readonly ruleDist = (m: number, s: number): number => {
+    let row = this.dfaDist[m] ?? (this.dfaDist[m] = new Int32Array(64).fill(-1));
+    if (s >= row.length) this.dfaDist[m] = row = grown(row, s);
+    let d = row[s]!;
+    if (d < 0) {
+      d = FAR;
+      const nd = this.nfaDist[m]!;
+      for (const q of this.machines[m]!.members(s)) d = Math.min(d, nd[q]!);
+      row[s] = d;
+    }
+    return d;
+  };
+
+  private readonly classTables = new Map<string, PlainTable>();
+
+  /**
+   * The ASCII bytes that `root` takes alike (to one live state), when there
+   * are enough of them to matter, with their text class and per-state table;
+   * null otherwise.
+   */
+  private asciiRun(m: number, callFree: boolean, root: number): { cls: TextClass; table: PlainTable } | null {
+    const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => this.local.step(x, b);
+    const count = new Map<number, number>();
+    for (let b = 0; b < 128; b++) {
+      const t = step(root, b);
+      if (t >= 0) count.set(t, (count.get(t) ?? 0) + 1);
+    }
+    let best = -1;
+    let most = 0;
+    for (const [t, n] of count) if (n > most) (best = t), (most = n);
+    if (most < 8) return null;
+    const k = new Uint8Array(128);
+    for (let b = 0; b < 128; b++) if (step(root, b) === best) k[b] = 1;
+    const shapes: Array<Array<readonly [number, number]>> = [];
+    for (let b = 0; b < 128; b++) if (k[b] && !k[b - 1]) shapes.push([[b, b]]);
+    for (const sh of shapes) while (sh[0]![1] + 1 < 128 && k[sh[0]![1] + 1]) sh[0] = [sh[0]![0], sh[0]![1] + 1];
+    const cls = this.trie.asciiClass(k);
+    if (!cls) return null;
+    const key = `${m},${callFree ? 1 : 0},${k.join('')}`;
+    let table = this.classTables.get(key);
+    if (!table) {
+      const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => this.local.closure(x).escapes;
+      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes);
+      this.classTables.set(key, table);
+    }
+    return { cls, table };
+  }
+
+  private readonly plainDfa: Array<PlainTable | undefined> = [];
+  private plainSets: PlainTable | undefined;
+
+  /** How states take plain text: per call-free rule (its DFA) or for the grammar's stack space. */
+  private plainTable(m: number, callFree: boolean): PlainTable {
+    const cap = this.trie.maxPlain;
+    if (callFree) {
+      const d = this.machines[m]!;
+      return (this.plainDfa[m] ??= new PlainTable((x, b) => d.stepAll(x)[b]!, (x) => d.accepting(x), cap));
+    }
+    const sp = this.local;
+    return (this.plainSets ??= new PlainTable((x, b) => sp.step(x, b), (x) => sp.closure(x).escapes, cap));
   }
 
   begin(): ConstraintState {
@@ -195,58 +412,229 @@ export class NativeGrammar {
     const key = m * 0x4000000 + s;
     const hit = this.entries.get(key);
     if (hit) return hit;
-    const { byte, depth, skip, tokStart, tokCount, tokens, nodes, words } = this.trie;
+    const trie = this.trie;
     const sp = this.local;
-    const fol = this.follow[m]!;
-    const certain = new Uint32Array(words);
-    const unc: number[] = [];
-    const st = new Int32Array(this.trie.maxDepth + 1);
-    const record = (i: number, offset: number): void => {
-      for (let j = i; j < skip[i]!; j++) for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset);
-    };
-    if (this.callFree[m]) {
-      // A rule without calls: walk its DFA directly (escapes happen in accepting states).
-      const d = this.machines[m]!;
-      st[0] = s;
-      for (let i = 0; i < nodes; ) {
-        const dd = depth[i]!;
-        const cur = st[dd - 1]!;
-        const b = byte[i]!;
-        if (fol[b] && d.accepting(cur)) record(i, dd - 1);
-        charge();
-        const nx = d.stepAll(cur)[b]!;
-        if (nx < 0) {
-          i = skip[i]!;
-          continue;
-        }
-        st[dd] = nx;
-        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
-        i++;
-      }
-    } else {
-      st[0] = sp.set([sp.frame(m, s, BOTTOM)]);
-      for (let i = 0; i < nodes; ) {
-        const dd = depth[i]!;
-        const cur = st[dd - 1]!;
-        const b = byte[i]!;
-        if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
-        charge();
-        const nx = sp.step(cur, b);
-        if (nx < 0) {
-          i = skip[i]!;
-          continue;
-        }
-        st[dd] = nx;
-        for (let k = tokStart[i]!, e = k + tokCount[i]!; k < e; k++) setBit(certain, tokens[k]!);
-        i++;
+    const callFree = this.callFree[m]!;
+    let table = this.plainTable(m, callFree);
+    let cls = trie.plainClass;
+    const dist = callFree ? (x: number): number => this.ruleDist(m, x) : (x: number): number => sp.dist(x);
+    const root = callFree ? s : sp.set([sp.frame(m, s, BOTTOM)]);
+    let info = table.info(root);
+    if (info === 0) {
+      // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
+      const k = this.asciiRun(m, callFree, root);
+      if (k) {
+        table = k.table;
+        cls = k.cls;
+        info = table.info(root);
       }
     }
+    const pd = info >> 1;
+    const plain = table;
+    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => plain.info(x), dist, maxAfter: 0, cls, table };
+    // Class tokens short enough to stay inside the frame from the start: one precomputed bitset.
+    if (pd > 0) {
+      w.certain.set(cls.upTo(pd));
+      w.maxAfter = Math.max(w.maxAfter, table.maxDist(root, Math.min(pd, cls.maxLen), dist));
+    }
+    // Free text (any plain character taken the same way, as long as any token's plain start or
+    // never past pd characters, no escape on the way): only the tokens that are not plain need a
+    // walk, from the state their plain start leads to.
+    const chain = cls === trie.plainClass && (pd >= trie.maxPlain || info & 1) ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
+    if (chain) {
+      const g = trie.tail.groupStart;
+      for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
+    } else {
+      this.walk(w, trie, 0, trie.nodes, root, null, info !== 0);
+    }
+    const { certain, unc } = w;
     const kept: number[] = [];
     for (let k = 0; k < unc.length; k += 2) if (!hasBit(certain, unc[k]!)) kept.push(unc[k]!, unc[k + 1]!);
-    const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept) };
+    const e: LocalEntry = { certain: this.pool.intern(certain), uncertain: Int32Array.from(kept), maxAfter: w.maxAfter };
     this.entries.set(key, e);
     return e;
   }
+}
+
+/**
+ * Byte ranges of every plain character (trie.ts): printable ASCII but `"` and
+ * `\\`, then each UTF-8 length by lead byte, without overlong, surrogate or
+ * C1-control forms.
+ */
+type Shapes = ReadonlyArray<ReadonlyArray<readonly [number, number]>>;
+const PLAIN_SHAPES: Shapes = [
+  [[0x20, 0x21]],
+  [[0x23, 0x5b]],
+  [[0x5d, 0x7e]],
+  [[0xc2, 0xc2], [0xa0, 0xbf]],
+  [[0xc3, 0xdf], [0x80, 0xbf]],
+  [[0xe0, 0xe0], [0xa0, 0xbf], [0x80, 0xbf]],
+  [[0xe1, 0xec], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xed, 0xed], [0x80, 0x9f], [0x80, 0xbf]],
+  [[0xee, 0xef], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf0, 0xf0], [0x90, 0xbf], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf1, 0xf3], [0x80, 0xbf], [0x80, 0xbf], [0x80, 0xbf]],
+  [[0xf4, 0xf4], [0x80, 0x8f], [0x80, 0xbf], [0x80, 0xbf]],
+];
+
+/**
+ * How the states of one automaton take plain text (cached per state).
+ * info(s), packed as depth·2 + closed:
+ * - depth: how many plain characters, of any kind and in any order, a walk
+ *   can take from `s` while staying live (`cap` = as many as any token has).
+ *   It follows a chain of states in which every plain character leads to the
+ *   same next state (checked byte range by byte range), so every plain string
+ *   of up to depth characters reaches the same live state;
+ * - closed: the chain's last state starts no plain character and no state of
+ *   the chain can leave the frame (`escapes`), so a plain string of more than
+ *   depth characters is dead, whatever its bytes.
+ */
+class PlainTable {
+  /** State → the state every plain character leads to (-1: none; -2: not computed). */
+  private nexts = new Int32Array(64).fill(-2);
+  /** State → info (-1: not computed). */
+  private infos = new Int32Array(64).fill(-1);
+
+  constructor(
+    private readonly step: (s: number, b: number) => number,
+    private readonly escapes: (s: number) => boolean,
+    private readonly cap: number,
+    private readonly shapes: Shapes = PLAIN_SHAPES,
+  ) {}
+
+  private grow(s: number): void {
+    if (s < this.nexts.length) return;
+    const n = Math.max(s + 1, this.nexts.length * 2);
+    const a = new Int32Array(n).fill(-2);
+    a.set(this.nexts);
+    const b = new Int32Array(n).fill(-1);
+    b.set(this.infos);
+    this.nexts = a;
+    this.infos = b;
+  }
+
+  next(s: number): number {
+    this.grow(s);
+    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s, this.shapes);
+    return this.nexts[s]!;
+  }
+
+  info(s: number): number {
+    this.grow(s);
+    if (this.infos[s]! >= 0) return this.infos[s]!;
+    const path: number[] = [];
+    const onPath = new Set<number>();
+    let cur = s;
+    // Follow the chain until a state with known info, a dead end, a cycle or `cap` states.
+    for (;;) {
+      this.grow(cur);
+      if (this.infos[cur]! >= 0) break;
+      if (onPath.has(cur)) {
+        for (const x of path) this.infos[x] = this.cap * 2; // a cycle: unbounded
+        return this.infos[s]!;
+      }
+      if (path.length > this.cap) return (this.infos[s] = this.cap * 2); // cap live steps from s: as many as any token has
+      path.push(cur);
+      onPath.add(cur);
+      const nx = this.next(cur);
+      if (nx < 0) {
+        // The last state: closed if no plain lead byte is live from it.
+        let closed = !this.escapes(cur);
+        for (const shape of this.shapes) for (let b = shape[0]![0]; b <= shape[0]![1] && closed; b++) if (this.step(cur, b) >= 0) closed = false;
+        this.infos[cur] = closed ? 1 : 0;
+        path.pop();
+        break;
+      }
+      cur = nx;
+    }
+    let after = this.infos[cur]!;
+    for (let k = path.length - 1; k >= 0; k--) {
+      const x = path[k]!;
+      const depth = Math.min(this.cap, (after >> 1) + 1);
+      after = this.infos[x] = depth * 2 + (after & 1 && !this.escapes(x) ? 1 : 0);
+    }
+    return this.infos[s]!;
+  }
+
+  /** The largest dist() of the states after 1..n plain characters from `s` (n ≤ info(s)'s depth). */
+  maxDist(s: number, n: number, dist: (s: number) => number): number {
+    let m = 0;
+    for (let k = 0, x = s; k < n; k++) {
+      x = this.next(x);
+      if (x < 0) break;
+      m = Math.max(m, dist(x));
+    }
+    return m;
+  }
+
+  /**
+   * States after 0..n plain characters from `s` (n ≤ info(s)'s depth), or
+   * null if one of them may leave the frame (tail walks would miss tokens
+   * leaving it inside their plain start).
+   */
+  chain(s: number, n: number): Int32Array | null {
+    const chain = new Int32Array(n + 1);
+    chain[0] = s;
+    for (let k = 0; k <= n; k++) {
+      if (this.escapes(chain[k]!)) return null;
+      if (k < n) chain[k + 1] = this.next(chain[k]!);
+    }
+    return chain;
+  }
+}
+
+/** The state every plain character leads to from `s`, or -1 if some is dead or they disagree. */
+function plainStep(step: (s: number, b: number) => number, s: number, shapes: Shapes): number {
+  let next = -1;
+  for (const shape of shapes) {
+    let x = s;
+    for (const [lo, hi] of shape) {
+      const t = step(x, lo);
+      if (t < 0) return -1;
+      for (let b = lo + 1; b <= hi; b++) if (step(x, b) !== t) return -1;
+      x = t;
+    }
+    if (next === -1) next = x;
+    else if (x !== next) return -1;
+  }
+  return next;
+}
+
+/** A grammar's rules as trimmed byte NFAs: the root first, then every named rule (names[i - 1] is rule i's). */
+export interface RuleNfas {
+  readonly nfas: Nfa[];
+  readonly names: string[];
+}
+
+/**
+ * The vocabulary-independent part of a native compile: every rule's NFA,
+ * trimmed to what can still complete; null if the language is empty. This is
+ * the part whose work grows with the schema (expansions, character classes),
+ * and what a compile worker runs off the reader's thread.
+ */
+export function grammarRules(g: GrammarAst): RuleNfas | null {
+  const names = new Map<string, number>();
+  const asts = [g.root];
+  const ruleIndex = (name: string): number => {
+    let i = names.get(name);
+    if (i === undefined) {
+      names.set(name, (i = asts.length));
+      asts.push(g.rules.get(name)!);
+    }
+    return i;
+  };
+  const nfas: Nfa[] = [];
+  for (let i = 0; i < asts.length; i++) nfas.push(buildNfa(asts[i]!, ruleIndex));
+  const productive = new Uint8Array(nfas.length);
+  for (let changed = true; changed; ) {
+    changed = false;
+    nfas.forEach((n, i) => {
+      if (!productive[i] && reachesFinal(n, productive)) productive[i] = 1, (changed = true);
+    });
+  }
+  if (!productive[0]) return null;
+  for (const n of nfas) trim(n, (r) => productive[r] === 1);
+  return { nfas, names: [...names.keys()] };
 }
 
 function reachesFinal(n: Nfa, productive: Uint8Array): boolean {
@@ -331,14 +719,85 @@ class NativeState implements ConstraintState {
     private readonly g: NativeGrammar,
     private readonly trie: TokenTrie,
   ) {
-    this.space = new StackSpace(g.machines);
+    this.space = new StackSpace(g.machines, g.ruleDist);
     this.cur = this.space.set([this.space.frame(0, g.machines[0]!.start, ROOT)]);
     this.lastMask = new Uint32Array(trie.words);
   }
 
+  /** Tokens left in the request's budget (budget()), undefined: no budget applies. */
+  private left: number | undefined;
+  private wasForced = false;
+  /** Tokens the last free mask took from frames' uncertain lists (checked against the real stack). */
+  private lastUnc: number[] = [];
+  private filteredKey = '';
+  private filtered: Uint32Array | null = null;
+
+  budget(remaining: number): void {
+    this.left = remaining;
+  }
+
+  completion(): number {
+    if (this.cur === ENDED) return 0;
+    return this.cur < 0 ? FAR : this.space.dist(this.cur);
+  }
+
+  forced(): boolean {
+    return this.wasForced;
+  }
+
+  /**
+   * The mask; with a budget, narrowed to tokens after which the value can
+   * still be completed within the tokens left (each token ends in a state
+   * whose shortest completion in single-byte tokens fits), so an output cut
+   * by the budget still parses. Entries bound how far a certain token can
+   * move the completion away (maxAfter), so most steps check no token; close
+   * to the end every allowed token is run on the stack.
+   */
   mask(): Uint32Array {
+    const free = this.free();
+    const left = this.left;
+    if (left === undefined || this.cur < 0) return free;
+    const sp = this.space;
+    const ub = sp.dist(this.cur);
+    if (ub >= FAR || ub > left) return free; // cannot be helped: not narrowed
+    let worst = 0;
+    for (const f of sp.members(this.cur)) {
+      const [m, s] = sp.top(f);
+      worst = Math.max(worst, this.g.entry(m, s).maxAfter + sp.below(f));
+    }
+    const all = worst > left - 1;
+    if (!all && this.lastUnc.length === 0) return free;
+    const key = `${this.cur},${left}`;
+    if (key === this.filteredKey && this.filtered) return this.filtered;
+    const out = free.slice();
+    let cleared = false;
+    const check = (t: number): void => {
+      if (this.trie.eos.includes(t)) return;
+      const bytes = this.trie.bytesOf[t]!;
+      let x = this.cur;
+      for (let i = 0; i < bytes.length && x >= 0; i++) x = sp.step(x, bytes[i]!);
+      if (x < 0 || sp.dist(x) > left - 1) {
+        out[t >>> 5]! &= ~(1 << (t & 31));
+        cleared = true;
+      }
+    };
+    if (all) {
+      for (let w = 0; w < out.length; w++) {
+        for (let bits = out[w]!; bits; bits &= bits - 1) check(w * 32 + (31 - Math.clz32(bits & -bits)));
+      }
+    } else {
+      for (const t of this.lastUnc) check(t);
+    }
+    if (cleared) this.wasForced = true;
+    this.filteredKey = key;
+    return (this.filtered = out);
+  }
+
+  /** The mask without a budget, cached per state. */
+  private free(): Uint32Array {
     if (this.cur === this.lastId) return this.lastMask;
     this.lastId = this.cur;
+    this.lastUnc = [];
     if (this.cur < 0) return (this.lastMask = new Uint32Array(this.trie.words));
     const sp = this.space;
     const members = sp.members(this.cur);
@@ -357,7 +816,7 @@ class NativeState implements ConstraintState {
       const u = e.uncertain;
       for (let k = 0; k < u.length; k += 2) {
         const t = u[k]!;
-        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t);
+        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t), this.lastUnc.push(t);
       }
     }
     if (acceptsRoot) for (const t of this.trie.eos) setBit(out, t);

@@ -17,6 +17,8 @@ export class TokenTrie {
   /** Mask length in u32 words: ceil(vocabSize / 32). */
   readonly words: number;
   readonly eos: readonly number[];
+  /** singleByte[b] = 1 if the byte b alone is a token (shortest completions count in such tokens). */
+  readonly singleByte = new Uint8Array(256);
   readonly nodes: number;
   readonly maxDepth: number;
   readonly byte: Uint8Array;
@@ -29,6 +31,36 @@ export class TokenTrie {
   readonly posOf: Int32Array;
   /** Bytes of every trie token (undefined for special / empty ones). */
   readonly bytesOf: ReadonlyArray<Uint8Array | undefined>;
+  /**
+   * Plain text: whole UTF-8 characters, none of them a control character,
+   * `"` or `\\` (what free JSON string content is made of).
+   * `plainChars[id]` = a token's character count if it is plain, else -1.
+   * Per trie node i, over the tokens under it, the bytes from node i on (the
+   * token's suffix below i's parent): `sufMax[i]` / `sufMin[i]` = the most /
+   * fewest characters of such a suffix when every one is plain, else -1. A
+   * mask walk in a state that takes any plain character the same way for d
+   * characters accepts a whole subtree with sufMax ≤ d without walking it
+   * (native.ts). `tokAt[i]` = index in `tokens` of the first token at or
+   * after node i in preorder, so node i's subtree holds
+   * tokens[tokAt[i] .. tokAt[skip[i]]) (`tokAt[nodes]` = token count).
+   */
+  readonly plainChars: Int16Array;
+  readonly sufMax: Int16Array;
+  readonly sufMin: Int16Array;
+  readonly tokAt: Int32Array;
+  /** Largest plain token, or plain start of a token, in characters. */
+  readonly maxPlain: number;
+  /**
+   * The tokens that are not plain, in a trie of what follows their plain
+   * start (at least one byte), grouped by that start's character count:
+   * group c is nodes tail.groupStart[c] .. tail.groupStart[c + 1]. From a
+   * state that takes any plain character the same way, a mask walks only
+   * this (a few thousand nodes) instead of the whole vocabulary.
+   */
+  readonly tail: FlatTrie;
+  /** Token id → byte offset where its tail starts (tokens that are not plain). */
+  readonly tailFrom: Int32Array;
+  private readonly plainMasks: Uint32Array[] = [];
 
   private static readonly cache = new WeakMap<VocabLike, TokenTrie>();
 
@@ -56,53 +88,279 @@ export class TokenTrie {
       }
       if (!b || b.length === 0) continue;
       bytesOf[id] = b;
+      if (b.length === 1) this.singleByte[b[0]!] = 1;
       let key = '';
       for (let i = 0; i < b.length; i += 4096) key += String.fromCharCode(...b.subarray(i, i + 4096));
       entries.push({ id, key });
     }
     this.bytesOf = bytesOf;
     entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id - b.id));
-    const total = entries.reduce((n, e) => n + e.key.length, 0);
-    const byte = new Uint8Array(total);
-    const depth = new Uint16Array(total);
-    const skip = new Int32Array(total);
-    const tokStart = new Int32Array(total).fill(-1);
-    const tokCount = new Int32Array(total);
-    const tokens = new Int32Array(entries.length);
-    let n = 0;
-    let nt = 0;
-    let maxDepth = 0;
-    const path: number[] = [];
-    let prev = '';
-    for (const { id, key } of entries) {
-      let l = 0;
-      const lim = Math.min(prev.length, key.length);
-      while (l < lim && prev.charCodeAt(l) === key.charCodeAt(l)) l++;
-      while (path.length > l) skip[path.pop()!] = n;
-      for (let d = l; d < key.length; d++) {
-        byte[n] = key.charCodeAt(d);
-        depth[n] = d + 1;
-        path.push(n++);
-      }
-      const node = path[path.length - 1]!;
-      if (tokStart[node]! < 0) tokStart[node] = nt;
-      tokCount[node]!++;
-      tokens[nt++] = id;
-      maxDepth = Math.max(maxDepth, key.length);
-      prev = key;
-    }
-    while (path.length) skip[path.pop()!] = n;
+    const main = flatten(entries.map((e) => ({ ...e, group: 0 })), 1);
+    const n = main.nodes;
+    const tokens = main.tokens;
     this.nodes = n;
-    this.maxDepth = maxDepth;
-    this.byte = byte.slice(0, n);
-    this.depth = depth.slice(0, n);
-    this.skip = skip.slice(0, n);
-    this.tokStart = tokStart.slice(0, n);
-    this.tokCount = tokCount.slice(0, n);
+    this.maxDepth = main.maxDepth;
+    this.byte = main.byte;
+    this.depth = main.depth;
+    this.skip = main.skip;
+    this.tokStart = main.tokStart;
+    this.tokCount = main.tokCount;
     this.tokens = tokens;
     this.posOf = new Int32Array(V).fill(-1);
     tokens.forEach((id, k) => (this.posOf[id] = k));
+    this.plainChars = new Int16Array(V).fill(-1);
+    const sufMax = new Int16Array(n).fill(-2); // -2: no token seen yet
+    const sufMin = new Int16Array(n).fill(0x7fff);
+    const tokAt = new Int32Array(n + 1);
+    let maxPlain = 0;
+    // Preorder again, with the path of nodes per depth, to fold every token's suffix counts into its path.
+    const walk: number[] = [];
+    for (let i = 0, k = 0; i <= n; i++) {
+      tokAt[i] = k;
+      if (i === n) break;
+      walk.length = this.depth[i]! - 1;
+      walk.push(i);
+      for (let e = k + this.tokCount[i]!; k < e; k++) {
+        const id = tokens[k]!;
+        const cnt = suffixChars(bytesOf[id]!);
+        this.plainChars[id] = cnt[0]!;
+        if (cnt[0]! > maxPlain) maxPlain = cnt[0]!;
+        for (let d = 0; d < walk.length; d++) {
+          const node = walk[d]!;
+          const c = cnt[d]!;
+          if (c < 0 || sufMax[node] === -1) sufMax[node] = -1;
+          else {
+            if (c > sufMax[node]!) sufMax[node] = c;
+            if (c < sufMin[node]!) sufMin[node] = c;
+          }
+        }
+      }
+    }
+    // The tail trie: every token that is not plain, keyed by how many plain characters it starts with, then the rest of its bytes.
+    const tails: Array<{ id: number; key: string; group: number }> = [];
+    this.tailFrom = new Int32Array(V);
+    for (const id of tokens) {
+      if (this.plainChars[id]! >= 0) continue;
+      const b = bytesOf[id]!;
+      let o = 0;
+      let c = 0;
+      for (let len; o < b.length && (len = plainCharAt(b, o)) > 0; o += len) c++;
+      this.tailFrom[id] = o;
+      let key = '';
+      for (let i = o; i < b.length; i += 4096) key += String.fromCharCode(...b.subarray(i, Math.min(b.length, i + 4096)));
+      tails.push({ id, key, group: c });
+      if (c > maxPlain) maxPlain = c;
+    }
+    tails.sort((a, b) => a.group - b.group || (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id - b.id));
+    this.tail = flatten(tails, maxPlain + 1);
+    this.maxPlain = maxPlain;
+    this.sufMax = sufMax;
+    this.sufMin = sufMin;
+    this.tokAt = tokAt;
   }
+
+  /** Plain text as a TextClass (the walk's skip tables). */
+  get plainClass(): TextClass {
+    return (this.plainCls ??= { sufMax: this.sufMax, sufMin: this.sufMin, maxLen: this.maxPlain, upTo: (n) => this.plainUpTo(n) });
+  }
+
+  private plainCls: TextClass | undefined;
+  private readonly classes = new Map<string, TextClass>();
+  private readonly classAsks = new Map<string, number>();
+
+  /**
+   * The TextClass of a set of ASCII bytes (`k[b]` = 1 for b < 128), one
+   * character per byte: per node the longest / shortest suffix made only of
+   * them (or -1), and bitsets of the tokens made only of them by length.
+   * Built once per set and vocabulary (a few ms on 128k tokens; at most 32 sets kept),
+   * on the set's second request: null the first time.
+   */
+  asciiClass(k: Uint8Array): TextClass | null {
+    const key = Array.from(k.subarray(0, 128)).join('');
+    let c = this.classes.get(key);
+    if (c) return c;
+    // Built on a set's second request: a walk costs less than the tables, once.
+    const seen = this.classAsks.get(key) ?? 0;
+    if (this.classAsks.size >= 4096) this.classAsks.clear();
+    this.classAsks.set(key, seen + 1);
+    if (seen === 0) return null;
+    const n = this.nodes;
+    const { byte, depth, skip, tokStart, tokCount, tokens } = this;
+    const inK = (i: number): boolean => byte[i]! < 128 && k[byte[i]!] === 1;
+    // Post-order over the preorder layout: a node's suffix is its byte then a child's suffix (or nothing, for its own tokens).
+    const sufMax = new Int16Array(n);
+    const sufMin = new Int16Array(n);
+    for (let i = n - 1; i >= 0; i--) {
+      if (!inK(i)) {
+        sufMax[i] = -1;
+        continue;
+      }
+      let hi = tokCount[i]! > 0 ? 1 : -2;
+      let lo = tokCount[i]! > 0 ? 1 : 0x7fff;
+      for (let j = i + 1; j < skip[i]! && hi !== -1; j = skip[j]!) {
+        if (sufMax[j]! < 0) hi = -1;
+        else {
+          hi = Math.max(hi, Math.min(0x7fff, sufMax[j]! + 1));
+          lo = Math.min(lo, sufMin[j]! + 1);
+        }
+      }
+      sufMax[i] = hi;
+      sufMin[i] = lo;
+    }
+    // Tokens made only of class bytes: their whole path is in the class.
+    const lenOf = new Int16Array(this.vocabSize).fill(-1);
+    let maxLen = 0;
+    const allK = new Uint8Array(this.maxDepth + 1);
+    allK[0] = 1;
+    for (let i = 0; i < n; i++) {
+      const d = depth[i]!;
+      allK[d] = allK[d - 1]! && inK(i) ? 1 : 0;
+      if (!allK[d]) continue;
+      for (let t = tokStart[i]!, e = t + tokCount[i]!; t < e; t++) lenOf[tokens[t]!] = Math.min(0x7fff, d);
+      if (tokCount[i]! > 0 && d > maxLen) maxLen = Math.min(0x7fff, d);
+    }
+    const masks: Uint32Array[] = [];
+    const upTo = (len: number): Uint32Array => {
+      if (masks.length === 0) {
+        const byLen: number[][] = Array.from({ length: maxLen + 1 }, () => []);
+        for (let id = 0; id < this.vocabSize; id++) if (lenOf[id]! >= 0) byLen[lenOf[id]!]!.push(id);
+        let m = new Uint32Array(this.words);
+        for (const ids of byLen) {
+          m = m.slice();
+          for (const id of ids) setBit(m, id);
+          masks.push(m);
+        }
+      }
+      return masks[Math.max(0, Math.min(len, maxLen))]!;
+    };
+    c = { sufMax, sufMin, maxLen, upTo };
+    if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
+    this.classes.set(key, c);
+    return c;
+  }
+
+  /** Bitset of the plain tokens of at most `chars` characters (read-only; all lengths built on first use, cumulatively). */
+  plainUpTo(chars: number): Uint32Array {
+    if (this.plainMasks.length === 0) {
+      const byLen: number[][] = Array.from({ length: this.maxPlain + 1 }, () => []);
+      for (let id = 0; id < this.vocabSize; id++) if (this.plainChars[id]! >= 0) byLen[this.plainChars[id]!]!.push(id);
+      let m = new Uint32Array(this.words);
+      for (const ids of byLen) {
+        m = m.slice();
+        for (const id of ids) setBit(m, id);
+        this.plainMasks.push(m);
+      }
+    }
+    return this.plainMasks[Math.max(0, Math.min(chars, this.maxPlain))]!;
+  }
+}
+
+/**
+ * Per byte offset o of `b`: how many plain characters `b[o..]` is, or -1 if
+ * it is not plain text (o inside a character, a control, `"`, `\\`, invalid
+ * UTF-8). Counts are capped at 32767.
+ */
+function suffixChars(b: Uint8Array): Int16Array {
+  const cnt = new Int16Array(b.length + 1);
+  for (let o = b.length - 1; o >= 0; o--) {
+    const len = plainCharAt(b, o);
+    cnt[o] = len > 0 && cnt[o + len]! >= 0 ? Math.min(0x7fff, cnt[o + len]! + 1) : -1;
+  }
+  return cnt;
+}
+
+/** Byte length of the plain character at b[o], or 0 if none starts there. */
+function plainCharAt(b: Uint8Array, o: number): number {
+  const x = b[o]!;
+  if (x < 0x80) return x < 0x20 || x === 0x22 || x === 0x5c || x === 0x7f ? 0 : 1;
+  const len = x >= 0xc2 && x <= 0xdf ? 2 : x >= 0xe0 && x <= 0xef ? 3 : x >= 0xf0 && x <= 0xf4 ? 4 : 0;
+  if (len === 0 || o + len > b.length) return 0;
+  for (let k = 1; k < len; k++) if ((b[o + k]! & 0xc0) !== 0x80) return 0;
+  const y = b[o + 1]!;
+  // Overlong, surrogate and out-of-range forms are not characters; U+0080–U+009F are (C1) controls.
+  if ((x === 0xe0 && y < 0xa0) || (x === 0xed && y > 0x9f) || (x === 0xf0 && y < 0x90) || (x === 0xf4 && y > 0x8f) || (x === 0xc2 && y < 0xa0)) return 0;
+  return len;
+}
+/**
+ * A class of text (plain text, or a set of ASCII bytes) as the mask walk uses
+ * it: per trie node the longest / shortest class suffix of the tokens under it
+ * (-1 if some suffix is not all class text), and the tokens made only of class
+ * text, by length in characters (cumulative bitsets, read-only).
+ */
+export interface TextClass {
+  readonly sufMax: Int16Array;
+  readonly sufMin: Int16Array;
+  /** Longest token made only of class text, in characters. */
+  readonly maxLen: number;
+  upTo(chars: number): Uint32Array;
+}
+
+/** A byte trie in preorder, optionally split in groups (each its own forest). */
+export interface FlatTrie {
+  readonly nodes: number;
+  readonly maxDepth: number;
+  readonly byte: Uint8Array;
+  readonly depth: Uint16Array;
+  readonly skip: Int32Array;
+  readonly tokStart: Int32Array;
+  readonly tokCount: Int32Array;
+  readonly tokens: Int32Array;
+  /** Group g holds nodes groupStart[g] .. groupStart[g + 1]. */
+  readonly groupStart: Int32Array;
+}
+
+/** Flattens keyed tokens sorted by (group, key) into a preorder trie; keys are non-empty byte strings. */
+function flatten(entries: ReadonlyArray<{ id: number; key: string; group: number }>, groups: number): FlatTrie {
+  const total = entries.reduce((n, e) => n + e.key.length, 0);
+  const byte = new Uint8Array(total);
+  const depth = new Uint16Array(total);
+  const skip = new Int32Array(total);
+  const tokStart = new Int32Array(total).fill(-1);
+  const tokCount = new Int32Array(total);
+  const tokens = new Int32Array(entries.length);
+  const groupStart = new Int32Array(groups + 1);
+  let n = 0;
+  let nt = 0;
+  let maxDepth = 0;
+  const path: number[] = [];
+  let prev = '';
+  let group = 0;
+  for (const { id, key, group: g } of entries) {
+    if (g !== group) {
+      while (path.length) skip[path.pop()!] = n;
+      for (let x = group + 1; x <= g; x++) groupStart[x] = n;
+      group = g;
+      prev = '';
+    }
+    let l = 0;
+    const lim = Math.min(prev.length, key.length);
+    while (l < lim && prev.charCodeAt(l) === key.charCodeAt(l)) l++;
+    while (path.length > l) skip[path.pop()!] = n;
+    for (let d = l; d < key.length; d++) {
+      byte[n] = key.charCodeAt(d);
+      depth[n] = d + 1;
+      path.push(n++);
+    }
+    const node = path[path.length - 1]!;
+    if (tokStart[node]! < 0) tokStart[node] = nt;
+    tokCount[node]!++;
+    tokens[nt++] = id;
+    maxDepth = Math.max(maxDepth, key.length);
+    prev = key;
+  }
+  while (path.length) skip[path.pop()!] = n;
+  for (let x = group + 1; x <= groups; x++) groupStart[x] = n;
+  return {
+    nodes: n,
+    maxDepth,
+    byte: byte.slice(0, n),
+    depth: depth.slice(0, n),
+    skip: skip.slice(0, n),
+    tokStart: tokStart.slice(0, n),
+    tokCount: tokCount.slice(0, n),
+    tokens,
+    groupStart,
+  };
 }
 
 export const setBit = (m: Uint32Array, t: number): void => {

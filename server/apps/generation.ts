@@ -8,7 +8,7 @@
 import type { Context } from 'hono';
 import { InvalidRequestError, PayloadTooLargeError } from '../../core/errors.ts';
 import type { ConstraintRequest, GenerateRequest } from '../../core/engine/reader_api.ts';
-import { parseWhitespace } from '../../core/structured/index.ts';
+import { parseBudgetMode, parseWhitespace } from '../../core/structured/index.ts';
 import { tokensPerSecondHeader, usageOf } from '../http/sse.ts';
 import type * as S from '../http/schemas.ts';
 import type { Service } from '../service.ts';
@@ -19,6 +19,11 @@ export function jsonWhitespace(v: string | null | undefined, regex: boolean): st
   const ws = parseWhitespace(v);
   if (regex && ws !== 'none') throw new InvalidRequestError('conflicting_constraints', 'json_whitespace applies to JSON output (json_schema), not to regex_string', { field: 'json_whitespace' });
   return ws;
+}
+
+/** Validates `constrained_decoding_budget` here (the reader checks again); absent → undefined (the reader's default, 'complete'). */
+export function budgetMode(v: string | null | undefined): string | undefined {
+  return v === undefined || v === null ? undefined : parseBudgetMode(v);
 }
 
 /** Maps Takeoff-style parameters onto a reader request. */
@@ -33,6 +38,8 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
   let constraint: ConstraintRequest | undefined;
   const backend = p.constrained_decoding_backend;
   const whitespace = jsonWhitespace(p.json_whitespace, p.regex_string !== undefined);
+  const mode = budgetMode(p.constrained_decoding_budget);
+  const budget = mode ? { budget: mode } : {};
   if (p.json_schema !== undefined) {
     let schema: unknown = p.json_schema;
     if (typeof schema === 'string') {
@@ -42,9 +49,9 @@ export function toGenerateRequest(p: S.GenerationParamsT, prompt: string, maxPro
         throw new InvalidRequestError('invalid_schema', 'json_schema is a string that is not valid JSON', { field: 'json_schema', path: '' });
       }
     }
-    constraint = { kind: 'json_schema', schema, ...(backend ? { backend } : {}), ...(whitespace ? { whitespace } : {}) };
+    constraint = { kind: 'json_schema', schema, ...(backend ? { backend } : {}), ...(whitespace ? { whitespace } : {}), ...budget };
   } else if (p.regex_string !== undefined) {
-    constraint = { kind: 'regex', pattern: p.regex_string, ...(backend ? { backend } : {}) };
+    constraint = { kind: 'regex', pattern: p.regex_string, ...(backend ? { backend } : {}), ...budget };
   } else if (backend !== undefined && backend !== 'native' && backend !== 'outlines') {
     throw new InvalidRequestError('invalid_constrained_decoding_backend', `constrained_decoding_backend must be one of native, outlines`, { field: 'constrained_decoding_backend', valid: ['native', 'outlines'] });
   }

@@ -32,7 +32,7 @@ import { tokensPerSecondHeader } from '../http/sse.ts';
 import { runChoices, streamChoices } from './openai_choices.ts';
 import * as O from '../http/openai_schemas.ts';
 import type { Service } from '../service.ts';
-import { jsonWhitespace } from './generation.ts';
+import { budgetMode, jsonWhitespace } from './generation.ts';
 import { healthz } from './health.ts';
 import { imageBodyLimit, imageFetchConfig } from './images.ts';
 import { resolvePromptImages } from '../http/image_urls.ts';
@@ -56,9 +56,9 @@ const usageOf = (ds: Done[]): O.UsageT => {
   return { prompt_tokens: p, completion_tokens: g, total_tokens: p + g, prompt_tokens_details: { cached_tokens: ds.reduce((a, d) => a + d.usage.cachedTokens, 0) }, tokens_per_second: tps };
 };
 
-function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: string | undefined): ConstraintRequest | undefined {
+function constraintOf(rf: O.ResponseFormatT | null | undefined, whitespace: string | undefined, budget: string | undefined): ConstraintRequest | undefined {
   if (!rf || rf.type === 'text') return undefined;
-  const ws = whitespace ? { whitespace } : {};
+  const ws = { ...(whitespace ? { whitespace } : {}), ...(budget ? { budget } : {}) };
   if (rf.type === 'json_object') return { kind: 'json_object', ...ws };
   return { kind: 'json_schema', schema: rf.json_schema.schema ?? {}, ...(rf.json_schema.strict === true ? { strict: true } : {}), ...ws };
 }
@@ -103,7 +103,7 @@ function baseRequest(svc: Service, b: O.CommonT, group: string, maxTokens: numbe
     ...(seed !== undefined ? { seed: ((seed % 2 ** 32) + 2 ** 32) % 2 ** 32 } : {}),
   };
   const stop = typeof b.stop === 'string' ? [b.stop] : (b.stop ?? undefined);
-  const constraint = constraintOf(rf, jsonWhitespace(b.json_whitespace, false));
+  const constraint = constraintOf(rf, jsonWhitespace(b.json_whitespace, false), budgetMode(b.constrained_decoding_budget));
   return {
     ...(maxTokens != null ? { maxNewTokens: maxTokens } : {}),
     sampling,

@@ -33,6 +33,9 @@ const Common = {
   min_p: nul(z.number().min(0).max(1)).describe('Extension: min-p sampling, 0 = off.'),
   repetition_penalty: nul(z.number().gt(0).max(100)).describe('Extension: HF repetition penalty, 1 = off.'),
   json_whitespace: nul(z.string()).describe('Extension: whitespace of response_format JSON output: "none" (default) = none at all; "compact" = one space after every ":" and ","; "flexible" = any JSON whitespace, runs of at most 16 characters; "flexible:N" = runs of at most N (1-64).'),
+  constrained_decoding_budget: nul(z.string()).describe(
+    'Extension: with response_format JSON, "complete" (default) = near max_tokens the output is steered to close, so it always parses (finish_reason length when the budget closed it); "truncate" = cut wherever the budget ends.',
+  ),
 };
 
 export const ResponseFormat = z

@@ -25,6 +25,10 @@ export const GenerationParams = z.strictObject({
   prompt_max_tokens: int(1, 1 << 24).optional().describe('Keep only the last N prompt tokens (a leading BOS is kept).'),
   constrained_decoding_backend: z.string().optional().describe('"native" (default) or "outlines".'),
   json_whitespace: z.string().optional().describe('Whitespace of JSON output (json_schema): "none" (default) = none at all; "compact" = one space after every ":" and ","; "flexible" = any JSON whitespace, runs of at most 16 characters; "flexible:N" = runs of at most N (1-64).'),
+  constrained_decoding_budget: z
+    .string()
+    .optional()
+    .describe('With json_schema / regex_string: "complete" (default) = near max_new_tokens the output is steered to close, so it always parses (finish_reason length when the budget closed it); "truncate" = cut wherever the budget ends.'),
 });
 
 export const GenerateBody = GenerationParams.extend({

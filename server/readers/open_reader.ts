@@ -6,6 +6,7 @@
  * instead (detected from config.json, or the spec's `type`: open_encoder.ts).
  */
 import { constraintCompilerFor, DEFAULT_COMPILE_LIMITS } from '../../core/engine/constraints.ts';
+import { CompilePool } from './compile_pool.ts';
 import type { LocalEncoderReader } from '../../core/engine/local_encoder_reader.ts';
 import { LocalReader } from '../../core/engine/local_reader.ts';
 import { parsePageCacheSize } from '../../core/engine/sizes.ts';
@@ -84,13 +85,20 @@ export async function openReader(
       ...(spec.assistantModel ? { maxLogitRows: verificationRows(spec, spec.maxSeqs ?? 16) } : {}),
     });
     const speculative = spec.assistantModel ? await attachAssistant(ctx, loaded, spec, readerId) : undefined;
+    const compiles = new CompilePool();
     const reader = new LocalReader(
       loaded,
       { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend, ...(speculative ? { speculative } : {}) },
-      constraintCompilerFor(loaded.tokenizer, loaded.cfg.vocabSize, {
-        ...DEFAULT_COMPILE_LIMITS,
-        ...(spec.constraintCompileMillis !== undefined ? { requestMillis: spec.constraintCompileMillis, burstMillis: 4 * spec.constraintCompileMillis } : {}),
-      }),
+      constraintCompilerFor(
+        loaded.tokenizer,
+        loaded.cfg.vocabSize,
+        {
+          ...DEFAULT_COMPILE_LIMITS,
+          ...(spec.constraintCompileMillis !== undefined ? { requestMillis: spec.constraintCompileMillis, burstMillis: 4 * spec.constraintCompileMillis } : {}),
+        },
+        // Schema and regex compiles run on a compile worker: this thread keeps stepping the batch meanwhile.
+        (c, ws, strict, millis, signal) => compiles.rules(c, ws, strict, millis, signal),
+      ),
     );
     if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;
     return reader;

@@ -12,8 +12,7 @@ import Ajv from 'ajv';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { constraintCompilerFor } from '../../core/engine/constraints.ts';
-import type { ConstraintCompiler } from '../../core/engine/reader_api.ts';
+import { constraintCompilerFor, type SyncConstraintCompiler } from '../../core/engine/constraints.ts';
 import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
@@ -38,7 +37,7 @@ function validatorFor(schema: Record<string, unknown>): (v: unknown) => string |
 }
 
 let loaded: LoadedDecoder;
-let compile: ConstraintCompiler;
+let compile: SyncConstraintCompiler;
 beforeAll(async () => {
   const ctx = await gpuFor(process.env.WEFT_TEST_MODEL_BACKEND ?? 'opengles');
   loaded = await loadDecoder(ctx, dirSource(DEFAULT_MODEL_DIR), { maxSeqs: 32, maxTokensPerStep: 512 });

@@ -1,0 +1,125 @@
+/**
+ * Shortest completions, for "complete within the budget": per NFA state of
+ * every rule, the fewest bytes to the rule's final state, counting only bytes
+ * that are single tokens of the vocabulary (so the figure is also a sound
+ * upper bound on the tokens needed: those bytes one token each). A call edge
+ * costs the callee's shortest complete value. Rules call each other, so the
+ * per-rule shortest paths (Dijkstra backwards from the final state) are
+ * iterated to a fixpoint over the callees' costs.
+ *
+ * A DFA state's distance is the least over its NFA states (any of them
+ * completing completes the DFA), a stack's is the sum over its frames.
+ */
+import type { Nfa } from './nfa.ts';
+
+/** No completion through single-byte tokens. */
+export const FAR = 0x3fffffff;
+
+/** dist[rule][nfa state] in single-byte tokens; FAR if unreachable that way. */
+export function shortestCompletions(nfas: readonly Nfa[], singleByte: Uint8Array): Int32Array[] {
+  // usable[b+1] - usable[lo] > 0 iff some byte in [lo, b] is a single token.
+  const usable = new Int32Array(257);
+  for (let b = 0; b < 256; b++) usable[b + 1] = usable[b]! + (singleByte[b] ? 1 : 0);
+  const reverse = nfas.map(reverseEdges);
+  const complete = new Int32Array(nfas.length).fill(FAR);
+  let dist: Int32Array[] = [];
+  for (let round = 0; round <= nfas.length; round++) {
+    dist = nfas.map((n, r) => dijkstra(n, reverse[r]!, complete, usable));
+    let changed = false;
+    nfas.forEach((n, r) => {
+      const c = dist[r]![n.start]!;
+      if (c < complete[r]!) (complete[r] = c), (changed = true);
+    });
+    if (!changed) break;
+  }
+  return dist;
+}
+
+/** Per state: flat [from, kind, a, b] predecessors; kind 0 = ε, 1 = bytes a..b, 2 = call of rule a. */
+function reverseEdges(n: Nfa): number[][] {
+  const rev: number[][] = Array.from({ length: n.size }, () => []);
+  for (let q = 0; q < n.size; q++) {
+    for (const t of n.eps[q]!) rev[t]!.push(q, 0, 0, 0);
+    const e = n.edges[q]!;
+    for (let k = 0; k < e.length; k += 3) rev[e[k + 2]!]!.push(q, 1, e[k]!, e[k + 1]!);
+    const c = n.calls[q]!;
+    for (let k = 0; k < c.length; k += 2) rev[c[k + 1]!]!.push(q, 2, c[k]!, 0);
+  }
+  return rev;
+}
+
+function dijkstra(n: Nfa, rev: number[][], complete: Int32Array, usable: Int32Array): Int32Array {
+  const dist = new Int32Array(n.size).fill(FAR);
+  const heap = new MinHeap();
+  dist[n.final] = 0;
+  heap.push(0, n.final);
+  while (heap.size) {
+    const [d, t] = heap.pop();
+    if (d > dist[t]!) continue;
+    const r = rev[t]!;
+    for (let k = 0; k < r.length; k += 4) {
+      const q = r[k]!;
+      const kind = r[k + 1]!;
+      let w: number;
+      if (kind === 0) w = 0;
+      else if (kind === 1) w = usable[r[k + 3]! + 1]! - usable[r[k + 2]!]! > 0 ? 1 : FAR;
+      else w = complete[r[k + 2]!]!;
+      if (w >= FAR) continue;
+      const nd = Math.min(FAR, d + w);
+      if (nd < dist[q]!) {
+        dist[q] = nd;
+        heap.push(nd, q);
+      }
+    }
+  }
+  return dist;
+}
+
+/** A binary min-heap of (key, value) pairs. */
+class MinHeap {
+  private readonly keys: number[] = [];
+  private readonly vals: number[] = [];
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  push(k: number, v: number): void {
+    const { keys, vals } = this;
+    let i = keys.length;
+    keys.push(k);
+    vals.push(v);
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (keys[p]! <= k) break;
+      keys[i] = keys[p]!;
+      vals[i] = vals[p]!;
+      i = p;
+    }
+    keys[i] = k;
+    vals[i] = v;
+  }
+
+  pop(): [number, number] {
+    const { keys, vals } = this;
+    const top: [number, number] = [keys[0]!, vals[0]!];
+    const k = keys.pop()!;
+    const v = vals.pop()!;
+    const n = keys.length;
+    if (n) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= n) break;
+        const c = l + 1 < n && keys[l + 1]! < keys[l]! ? l + 1 : l;
+        if (keys[c]! >= k) break;
+        keys[i] = keys[c]!;
+        vals[i] = vals[c]!;
+        i = c;
+      }
+      keys[i] = k;
+      vals[i] = v;
+    }
+    return top;
+  }
+}
