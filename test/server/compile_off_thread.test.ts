@@ -87,4 +87,17 @@ describe('constraint compiles off the stepping thread', () => {
     const next = await collect(reader.generate({ prompt: 'Once', maxNewTokens: 8, constraint: { kind: 'json_schema', schema: { enum: ['yes', 'no'] } } }));
     expect(['"yes"', '"no"']).toContain((next.at(-1) as { text: string }).text);
   }, 300_000);
+
+  it('strict json_schema compiles on the worker as its own constraint: closed objects, every property required', async () => {
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' } } };
+    const finished = pool.stats.finished;
+    const strict = await collect(reader.generate({ prompt: 'Once', maxNewTokens: 24, sampling: { temperature: 1, seed: 3 }, constraint: { kind: 'json_schema', schema, strict: true } }));
+    expect(pool.stats.finished).toBe(finished + 1);
+    const value = JSON.parse((strict.at(-1) as { text: string }).text) as Record<string, unknown>;
+    expect(Object.keys(value)).toEqual(['ok']);
+    expect(typeof value.ok).toBe('boolean');
+    // The same schema without strict is another compile (open object), not the strict one's cache entry.
+    await collect(reader.generate({ prompt: 'Once', maxNewTokens: 24, sampling: { temperature: 1, seed: 3 }, constraint: { kind: 'json_schema', schema } }));
+    expect(pool.stats.finished).toBe(finished + 2);
+  }, 300_000);
 });

@@ -15,7 +15,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { llama3Vocab } from '../../bench/byte_level_vocab.ts';
-import { compileConstraint, type CompiledConstraint, type VocabLike } from '../../core/structured/index.ts';
+import { type CompileOptions, compileConstraint, type CompiledConstraint, type VocabLike } from '../../core/structured/index.ts';
 import { allowed, rng, storiesVocab } from './support.ts';
 
 const dir = fileURLToPath(new URL('./schemas/', import.meta.url));
@@ -59,10 +59,10 @@ function decode(c: CompiledConstraint, vocab: VocabLike, n: number, rand: () => 
   return { text: new TextDecoder().decode(Uint8Array.from(bytes)), tokens: k, forced: st.forced!(), accepted: st.accepted() };
 }
 
-function check(file: string, vocab: VocabLike, seeds: number[], extra: number): { runs: number; forced: number } {
+function check(file: string, vocab: VocabLike, seeds: number[], extra: number, opts: CompileOptions = {}): { runs: number; forced: number } {
   const schema = JSON.parse(readFileSync(dir + file, 'utf8')) as Record<string, unknown>;
   const validate = validatorFor(schema);
-  const c = compileConstraint({ kind: 'json_schema', schema }, vocab);
+  const c = compileConstraint({ kind: 'json_schema', schema }, vocab, opts);
   const shortest = c.start().completion!();
   expect(shortest, `${file}: a completion through single-byte tokens`).toBeLessThan(1 << 30);
   let runs = 0;
@@ -94,6 +94,12 @@ describe('complete within the budget (stories260K vocabulary)', () => {
     let forced = 0;
     for (const file of files.slice(0, 20)) forced += check(file, vocab, [4], 4).forced;
     expect(forced).toBeGreaterThan(10);
+  });
+
+  // Whitespace runs and OpenAI strict objects change the automaton the completion distance is computed on.
+  it.each(files.slice(0, 24))('%s: flexible whitespace and strict objects close within the budget too', (file) => {
+    expect(check(file, vocab, [5], 3, { whitespace: 'flexible:4' }).runs).toBe(4);
+    expect(check(file, vocab, [6], 3, { strict: true }).runs).toBe(4);
   });
 });
 
