@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import type { Embedder } from '../../core/documents/embedder.ts';
 import type { DocState } from '../../core/documents/types.ts';
 import { InvalidRequestError } from '../../core/errors.ts';
+import { prepareGpuEnv } from '../../core/gpu/device.ts';
 import { connectNats, resolveNatsOptions, type NatsOptions } from '../readers/nats_conn.ts';
 import { loadConfig } from '../config.ts';
 import { createLogger } from '../log.ts';
@@ -117,6 +118,7 @@ export async function documentWorkerCommand(argv: string[]): Promise<number> {
   const nats = resolveNatsOptions(section);
   if (!nats) throw new InvalidRequestError('invalid_argument', 'a document worker needs a broker: --nats URL, nats.url or WEFT_NATS_URL');
   const log = createLogger({ timestamps: !process.env.WEFT_LOG_DISABLE_TIMESTAMPS, color: false });
+  prepareGpuEnv(); // before the embedder's worker thread starts: it cannot change the native environment
   const worker = await startDocumentWorker({ config, nats, log: (m, f) => log(m, f) });
   process.stdout.write(`${JSON.stringify({ document_worker: { nats: nats.url, store: worker.service.storeName(), workers: config.workers, embedder: (await worker.service.status()).embedder } })}\n`);
   await new Promise<void>((resolve) => {
