@@ -112,7 +112,7 @@ export interface DocumentsApp {
 export async function documentsApp(opts: MountOptions & { apiKeys?: string[]; apiKeyOwners?: Record<string, string[]>; natsUrl?: string } = {}): Promise<DocumentsApp> {
   const { apiKeys = [], apiKeyOwners = {}, natsUrl, ...mount } = opts;
   const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true, apiKeys, apiKeyOwners, ...(natsUrl ? { nats: { url: natsUrl } } : {}) } }));
-  await svc.attachNats();
+  if (natsUrl) await svc.attachNats();
   const inner = new Hono();
   const docs = mountDocuments(inner, svc, undefined, { env: {}, pgliteTemplate: await pgliteTemplate(), ...mount, config: { dataDir: 'memory://', ...mount.config } });
   const app = new Hono();
