@@ -15,7 +15,9 @@
  * and search see it all. Also: wait_for_completion on a front end that
  * processes nothing answers with the final state, and a document committed
  * without a message (a front end dead before its publish) is republished by
- * the workers' reconciliation and processed.
+ * the workers' reconciliation and processed. Then the broker is killed and
+ * restarted with documents in flight and a load sent while it is down: every
+ * one ends ready, none completed twice.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -204,4 +206,29 @@ describe('document workers on a NATS work queue over a shared PostgreSQL', () =>
     const hits = (await call(b.port, '/api/v1/documents/search', { query: 'Document 42 has sentence', top_k: 3 })).body.results;
     expect(hits[0].document.name).toBe('doc42.txt');
   }, 90_000);
+
+  it('rides out a broker restart: documents in flight and documents accepted while it is down all end ready', async () => {
+    const more = (k: number, tag: string): unknown[] => Array.from({ length: k }, (_, i) => ({ name: `${tag}${i}.txt`, doc_id: null, path: '', category: 'kb', bytes: b64(`${tag} ${i}: ${text(100 + i)}`) }));
+    const first = await call(b.port, '/api/v1/documents', { files: more(10, 'before'), ...CHUNKING });
+    expect(first.status).toBe(202);
+    const w1 = workers[1]!;
+    const readyBefore = w1.ready.length;
+    await until('a document of the batch done', () => w1.ready.length > readyBefore, 20_000);
+    // Down for 1.5 s; a load sent meanwhile is still committed and answered 202 (its messages follow on
+    // reconnection, or from reconciliation).
+    const restart = nats.restart(1500);
+    await new Promise((r) => setTimeout(r, 300));
+    const during = await call(a.port, '/api/v1/documents', { files: more(5, 'during'), ...CHUNKING });
+    await restart;
+    expect(during.status).toBe(202);
+    const ids = [...first.body.accepted, ...during.body.accepted].map((e: { doc_id: string }) => e.doc_id);
+    expect(ids.length).toBe(15);
+    await until('every document ready after the restart', async () => {
+      const states = await Promise.all(ids.map(async (id) => (await call(a.port, `/api/v1/document/${id}`)).body.state));
+      return states.every((st) => st === 'ready');
+    }, 40_000);
+    const counts = new Map<string, number>();
+    for (const id of w1.ready) counts.set(id, (counts.get(id) ?? 0) + 1);
+    expect(ids.every((id) => (counts.get(id) ?? 0) <= 1)).toBe(true);
+  }, 60_000);
 });
