@@ -16,9 +16,8 @@
  * Vectors: pgvector's `vector(dims)` where the server has the extension
  * (PGlite always does); on a plain PostgreSQL without it (Debian's packages,
  * for one) a `real[]` column and a SQL function `weft_cosine(real[], real[])`
- * that computes the same score. That path is slower per row (the function
- * unnests both arrays; roughly an order of magnitude over pgvector's `<=>`),
- * which an exact scan of a few hundred thousand chunks still affords. A
+ * that computes the same score. That path does more work per row (the
+ * function unnests both arrays, where pgvector's `<=>` is compiled code). A
  * store keeps the kind it was created with (read back from the column type).
  *
  * Several processes may share one PostgreSQL database (document workers on
