@@ -19,9 +19,21 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../server/nats_helpers.ts';
+import { createServer } from 'node:net';
 
 const NOBODY = 65534;
+
+/** A TCP port free on loopback now (the server binds it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
 
 export interface RealPostgres {
   url: string;
