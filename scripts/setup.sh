@@ -3,14 +3,16 @@
 # system libraries WebGPU needs on hosts without a GPU — Mesa EGL/GLES for
 # Dawn's OpenGL ES backend, the Vulkan loader + lavapipe for Deno, Debian
 # chromium for its SwiftShader ICD and the browser tests, nats-server (the
-# broker the multi-machine tests start) — then the npm
+# broker the multi-machine tests start), postgresql (the shared document
+# store those tests start in a temporary directory; Debian's has no
+# pgvector, and the store uses plain float4 arrays there) — then the npm
 # dependencies. Idempotent: skips what is present.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
 
 # python3-torch: scripts/make_realshape.py (the real-shape goldens of the slow test group).
-PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server python3-torch)
+PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server postgresql python3-torch)
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

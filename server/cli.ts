@@ -13,6 +13,9 @@
  *   weft reader   --nats URL --group G [--model PATH] [--backend B] ...
  *                 loads one reader and attaches it to consumer group G on
  *                 NATS, for every front end there (server/readers/nats_reader.ts)
+ *   weft document-worker --nats URL --database-url URL [--embedder DIR] [--workers N] ...
+ *                 processes documents front ends accepted, from the NATS work
+ *                 queue (server/documents/worker_cli.ts)
  *   weft license  keygen | sign | verify: licence files (server/license_cli.ts)
  *
  * `generate` streams text to stdout as it is produced; `--json` prints one
@@ -50,6 +53,8 @@ const USAGE = `usage:
               [--creds FILE | --nkey SEED_OR_FILE | --user U --password P | --token T]
               [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--reader-id ID]
               [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]
+  weft document-worker --nats URL --database-url postgres://... [--embedder DIR] [--workers N]
+              [--backend NAME] [--config FILE] (credentials and TLS flags as for reader)
   weft license keygen|sign|verify ...`;
 
 function num(v: string | undefined, name: string): number | undefined {
@@ -292,6 +297,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!parseHubId(rest[0]!)) throw new WeftError('invalid_argument', `"${rest[0]}" is not a Hub id (ORG/NAME or ORG/NAME:FILE.gguf)`);
         process.stdout.write(`${await resolveModelArg(rest[0]!)}\n`);
         return 0;
+      }
+      case 'document-worker': {
+        const { documentWorkerCommand } = await import('./documents/worker_cli.ts');
+        return await documentWorkerCommand(rest);
       }
       case 'license': {
         const { licenseCommand } = await import('./license_cli.ts');

@@ -7,7 +7,9 @@
  *
  * An in-progress state (reading / chunking / embedding) may also go back to
  * `queued`: at start-up (the process died mid-job) and after a transient
- * failure with attempts left. Terminal states never change; a document is
+ * failure with attempts left. With a work queue across processes, a worker
+ * that receives a document's redelivered message takes it over from the dead
+ * worker the same way (in-progress → queued → reading, in one statement). Terminal states never change; a document is
  * only reprocessed by deleting it and submitting it again.
  *
  * Stores apply a transition as a compare-and-set (`UPDATE … WHERE state =

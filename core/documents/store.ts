@@ -7,7 +7,8 @@
  * server/documents/sql_store.ts is the one there is):
  *  - `insert` is durable when it resolves (the HTTP layer acknowledges only
  *    after it), atomic per call, and race-safe on both duplicate rules;
- *  - `claim` hands a queued document to exactly one worker;
+ *  - `claim` hands a queued document to exactly one worker; `claimById`
+ *    is for a work queue (one message per document decides who works);
  *  - `transition` is a compare-and-set on the state (see states.ts);
  *  - `complete` writes all chunks keyed by (doc_id, index) and sets `ready`
  *    in one transaction, only if the document is still `embedding`: a job
@@ -53,6 +54,14 @@ export interface DocumentStore {
   requeueInProgress(): Promise<number>;
   /** Takes the oldest queued document (queued → reading, attempts + 1), or null. */
   claim(): Promise<ClaimedJob | null>;
+  /**
+   * Takes one document by id for a worker that holds its work-queue message: queued → reading, or an
+   * in-progress document (its previous worker died) taken over the same way; attempts + 1 either way.
+   * Null when the document is ready, failed or gone.
+   */
+  claimById(docId: string): Promise<ClaimedJob | null>;
+  /** Documents not ready or failed, untouched for `olderThanMs`, oldest first (a work queue's reconciliation). */
+  unfinished(olderThanMs: number, limit: number): Promise<{ docId: string; state: DocState; attempts: number }[]>;
   /** Compare-and-set: `from` → `to` with an optional patch; false when the document is not in `from` any more. */
   transition(docId: string, from: DocState, to: DocState, patch?: StatePatch): Promise<boolean>;
   /** Writes the chunks and sets embedding → ready, in one transaction (see above). */

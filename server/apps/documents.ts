@@ -66,7 +66,7 @@ export function mountDocuments(app: Hono, svc: Service, spec?: ApiSpec, opts: Mo
   const { config: overrides, env, eager, ...rest } = opts;
   const fileSection = (svc.config as unknown as { documents?: unknown }).documents;
   const config = loadDocumentsConfig({ file: fileSection, ...(env ? { env } : {}), ...(overrides ? { overrides } : {}) });
-  const docs = new DocumentService({ embeddingReaders: svc.embeddingReaders(), ...rest, config, gpuBackend: svc.config.backend, log: (msg, fields) => svc.log(msg, fields) });
+  const docs = new DocumentService({ embeddingReaders: svc.embeddingReaders(), ...(svc.nats ? { nats: svc.nats.nc } : {}), ...rest, config, gpuBackend: svc.config.backend, log: (msg, fields) => svc.log(msg, fields) });
   const authOn = svc.config.apiKeys.length > 0 || Object.keys(svc.config.apiKeyOwners).length > 0;
 
   // Close with the service: stop the pool, close the store.

@@ -30,8 +30,18 @@ export interface DocumentsConfig {
   databasePool: number;
   /** Directories `path` imports may read from; empty = path imports disabled. */
   importRoots: string[];
-  /** Documents processed concurrently. */
+  /** Documents processed concurrently by this process (0: none, a front end that only accepts; work queue `nats` only). */
   workers: number;
+  /**
+   * Where accepted documents wait for a worker: `local` (this process's pool claims them from the store),
+   * `nats` (a JetStream work queue any number of worker processes consume; needs a `nats:` section and
+   * `database_url`), `auto` (nats when both are configured, else local).
+   */
+  queue: 'auto' | 'local' | 'nats';
+  /** Work queue: a message not acknowledged (nor kept alive by its worker) for this long is redelivered, seconds. */
+  queueAckWaitSeconds: number;
+  /** Work queue: how often a worker republishes documents left without a message (and how old they must be), seconds. */
+  queueReconcileSeconds: number;
   /** Starts before a transient error fails a document. */
   maxAttempts: number;
   /** Chunks per embed call. */
@@ -54,6 +64,9 @@ export function defaultDocumentsConfig(): DocumentsConfig {
     databasePool: 4,
     importRoots: [],
     workers: 2,
+    queue: 'auto',
+    queueAckWaitSeconds: 30,
+    queueReconcileSeconds: 30,
     maxAttempts: 3,
     embedBatch: 32,
     backend: '',
@@ -68,7 +81,10 @@ const KEYS: Record<string, [Kind, (c: DocumentsConfig, v: never) => void]> = {
   database_url: ['string', (c, v: string) => (c.databaseUrl = v.trim())],
   database_pool: ['int', (c, v: number) => (c.databasePool = Math.max(1, v))],
   import_roots: ['list', (c, v: string[]) => (c.importRoots = v)],
-  workers: ['int', (c, v: number) => (c.workers = Math.max(1, v))],
+  workers: ['int', (c, v: number) => (c.workers = v)],
+  queue: ['string', (c, v: string) => (c.queue = v as DocumentsConfig['queue'])],
+  queue_ack_wait_seconds: ['int', (c, v: number) => (c.queueAckWaitSeconds = Math.max(1, v))],
+  queue_reconcile_seconds: ['int', (c, v: number) => (c.queueReconcileSeconds = Math.max(1, v))],
   max_attempts: ['int', (c, v: number) => (c.maxAttempts = Math.max(1, v))],
   embed_batch: ['int', (c, v: number) => (c.embedBatch = Math.max(1, v))],
   backend: ['string', (c, v: string) => (c.backend = v)],
@@ -133,6 +149,8 @@ export function checkDocumentsSection(section: unknown): Record<string, unknown>
 }
 
 function checkConsistent(cfg: DocumentsConfig): void {
+  if (!['auto', 'local', 'nats'].includes(cfg.queue)) throw new InvalidRequestError('invalid_config', `documents.queue must be auto, local or nats, got ${JSON.stringify(cfg.queue)}`, { key: 'documents.queue' });
+  if (cfg.workers === 0 && cfg.queue === 'local') throw new InvalidRequestError('invalid_config', 'documents.workers 0 needs the nats work queue: with queue local nothing would process documents', { key: 'documents.workers' });
   if (cfg.limits.chunkOverlap * 2 > cfg.limits.chunkUnits) throw new InvalidRequestError('invalid_config', 'documents.chunk_overlap must be at most half of documents.chunk_units', { key: 'documents.chunk_overlap' });
 }
 

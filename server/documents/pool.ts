@@ -18,6 +18,7 @@
 import type { Embedder } from '../../core/documents/embedder.ts';
 import { processDocument, type JobResult } from '../../core/documents/pipeline.ts';
 import { isTerminal } from '../../core/documents/states.ts';
+import { countJob, emptyTotals, waitForDocuments, type IngestQueue, type PoolTotals } from './queue.ts';
 import type { DocumentStore } from '../../core/documents/store.ts';
 import type { DocState } from '../../core/documents/types.ts';
 
@@ -32,21 +33,10 @@ export interface PoolOptions {
   onState?: (docId: string, state: DocState) => void;
 }
 
-/** Running totals, for /status-style reports and benchmarks. */
-export interface PoolTotals {
-  ready: number;
-  failed: number;
-  requeued: number;
-  chunks: number;
-  /** Milliseconds per step, summed over jobs. */
-  readMs: number;
-  chunkMs: number;
-  embedMs: number;
-  storeMs: number;
-}
+export type { PoolTotals } from './queue.ts';
 
-export class IngestPool {
-  readonly totals: PoolTotals = { ready: 0, failed: 0, requeued: 0, chunks: 0, readMs: 0, chunkMs: 0, embedMs: 0, storeMs: 0 };
+export class IngestPool implements IngestQueue {
+  readonly totals: PoolTotals = emptyTotals();
   private running = false;
   private loops: Promise<void>[] = [];
   private ac = new AbortController();
@@ -94,24 +84,22 @@ export class IngestPool {
    * `timeoutMs` passed or `signal` aborted (whichever comes first).
    */
   async waitFor(ids: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let pending = [...new Set(ids)];
-    while (pending.length && Date.now() < deadline && !signal?.aborted) {
-      const recs = new Map((await this.store.getMany(pending)).map((r) => [r.docId, r.state]));
-      pending = pending.filter((id) => recs.has(id) && !isTerminal(recs.get(id)!));
-      if (!pending.length) break;
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          clearTimeout(t);
-          this.watchers.delete(done);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        };
-        const t = setTimeout(done, Math.max(1, Math.min(1000, deadline - Date.now())));
-        this.watchers.add(done);
-        signal?.addEventListener('abort', done, { once: true });
-      });
-    }
+    await waitForDocuments(this.store, ids, timeoutMs, {
+      ...(signal ? { signal } : {}),
+      pollMs: 1000,
+      subscribe: (wake) => {
+        this.watchers.add(wake);
+        return () => this.watchers.delete(wake);
+      },
+    });
+  }
+
+  async enqueue(): Promise<void> {
+    this.notify();
+  }
+
+  async status(): Promise<Record<string, unknown>> {
+    return { kind: 'local', workers: Math.max(1, this.opts.workers) };
   }
 
   private onState(id: string, state: DocState): void {
@@ -168,16 +156,7 @@ export class IngestPool {
         continue;
       }
       this.active.delete(id);
-      const t = this.totals;
-      t.readMs += r.timings.read;
-      t.chunkMs += r.timings.chunk;
-      t.embedMs += r.timings.embed;
-      t.storeMs += r.timings.store;
-      if (r.outcome === 'ready') {
-        t.ready++;
-        t.chunks += r.chunks;
-      } else if (r.outcome === 'failed') t.failed++;
-      else if (r.outcome === 'requeued') t.requeued++;
+      countJob(this.totals, r);
       if (r.outcome === 'failed' || r.outcome === 'requeued') this.opts.log?.(`documents: job ${r.outcome}`, { doc_id: id });
     }
   }

@@ -3,9 +3,10 @@
  * the SqlClient the SQL store speaks (sql_store.ts), so the same statements
  * run here and on embedded PGlite (pglite.ts).
  *
- * Server requirements: PostgreSQL ≥ 13 with the pgvector extension available
- * (`CREATE EXTENSION IF NOT EXISTS vector` runs at open: the role needs the
- * right to create it, or it must exist already). PGlite's socket server
+ * Server requirements: PostgreSQL ≥ 13. With the pgvector extension
+ * available, vectors use it (`CREATE EXTENSION IF NOT EXISTS vector` runs at
+ * open: the role needs the right to create it, or it must exist already);
+ * without it, plain `real[]` columns (sql_store.ts). PGlite's socket server
  * (scripts/pg_server.ts) also works, with a pool of ONE connection: it runs
  * one PGlite session for every client, and its query queue keeps a
  * transaction's messages together but not the Parse / Bind / Execute
@@ -17,8 +18,10 @@
  * queue behind a running transaction (the store never queries the pool from
  * inside a transaction, so this cannot deadlock).
  *
- * One Weft process per database: at start the pool requeues every document
- * left in progress, which would take over another live process's jobs.
+ * With the local queue, one Weft process per database: at start the pool
+ * requeues every document left in progress, which would take over another
+ * live process's jobs. With the NATS work queue (nats_queue.ts) any number of
+ * front ends and workers share it: the queue's messages decide who works.
  */
 import type { Pool, PoolClient } from 'pg';
 import type { SqlClient, SqlRunner } from './sql_store.ts';

@@ -17,13 +17,16 @@ import type { Embedder } from '../../core/documents/embedder.ts';
 import { parseLoadRequest, validateEntry, type ValidEntry } from '../../core/documents/intake.ts';
 import type { DocumentStore } from '../../core/documents/store.ts';
 import { canSee, type DocState, type DocumentRecord, type NewDocument, type SearchHit, type Viewer } from '../../core/documents/types.ts';
-import { NotFoundError, UnavailableError, WeftError } from '../../core/errors.ts';
+import { InvalidRequestError, NotFoundError, UnavailableError, WeftError } from '../../core/errors.ts';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureUseLite } from '../models/use_lite.ts';
 import { DEFAULT_EMBEDDER, type DocumentsConfig } from './config.ts';
 import { loadEmbedder, type SharedEmbeddingReaders } from './embedder.ts';
 import { importRootsReader } from './import_paths.ts';
 import { openPglite, pgliteLocation } from './pglite.ts';
+import { NatsIngestQueue } from './nats_queue.ts';
 import { IngestPool } from './pool.ts';
+import type { IngestQueue } from './queue.ts';
 import { openPostgres, redactUrl } from './postgres.ts';
 import { SqlDocumentStore, type SqlClient } from './sql_store.ts';
 
@@ -42,12 +45,14 @@ export interface DocumentServiceOptions {
   pgliteTemplate?: Blob;
   /** Called on every state change a job makes. */
   onState?: (docId: string, state: DocState) => void;
+  /** The broker connection (the server's `nats:` section): the work queue `nats` runs over it. */
+  nats?: NatsConnection;
 }
 
 interface Ready {
   store: DocumentStore;
   embedder: Embedder;
-  pool: IngestPool;
+  pool: IngestQueue;
 }
 
 /** One file entry as reported back: the entry's fields (bytes never echoed), plus what happened to it. */
@@ -127,8 +132,23 @@ export class DocumentService {
     return this.starting;
   }
 
+  /** `nats` or `local`, from documents.queue and what is configured (see DocumentsConfig.queue); throws on an impossible setting. */
+  queueKind(): 'nats' | 'local' {
+    const cfg = this.config;
+    const shared = !!cfg.databaseUrl || !!this.opts.store;
+    if (cfg.queue === 'nats') {
+      if (!this.opts.nats) throw new InvalidRequestError('invalid_config', 'documents.queue is nats, but no broker is configured (nats.url / WEFT_NATS_URL)', { key: 'documents.queue' });
+      // PGlite lives in one process: workers elsewhere could not see its documents.
+      if (!shared) throw new InvalidRequestError('invalid_config', 'documents.queue nats needs documents.database_url: a PostgreSQL server every front end and worker shares', { key: 'documents.database_url' });
+    }
+    const kind = cfg.queue === 'nats' || (cfg.queue === 'auto' && !!this.opts.nats && !!cfg.databaseUrl) ? 'nats' : 'local';
+    if (kind === 'local' && cfg.workers === 0) throw new InvalidRequestError('invalid_config', 'documents.workers 0 needs the nats work queue: with the local queue nothing would process documents', { key: 'documents.workers' });
+    return kind;
+  }
+
   private async start(): Promise<Ready> {
     const cfg = this.config;
+    const kind = this.queueKind();
     let embedder = this.opts.embedder;
     if (!embedder) {
       if (!cfg.embedder) throw new UnavailableError('documents_unavailable', 'no embedder is configured: set documents.embedder (WEFT_DOCUMENTS_EMBEDDER) to an embedding model directory', 30);
@@ -151,9 +171,17 @@ export class DocumentService {
       if (owned) await embedder.close().catch(() => undefined);
       throw e;
     }
-    const pool = new IngestPool(store, embedder, { workers: cfg.workers, maxAttempts: cfg.maxAttempts, embedBatch: cfg.embedBatch, ...(this.opts.log ? { log: this.opts.log } : {}), ...(this.opts.onState ? { onState: this.opts.onState } : {}) });
-    await pool.start();
-    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, runs_on: embedder.runsOn ?? 'in process', store: this.storeName() });
+    const common = { workers: cfg.workers, maxAttempts: cfg.maxAttempts, embedBatch: cfg.embedBatch, ...(this.opts.log ? { log: this.opts.log } : {}), ...(this.opts.onState ? { onState: this.opts.onState } : {}) };
+    const pool: IngestQueue =
+      kind === 'nats' ? new NatsIngestQueue(this.opts.nats!, store, embedder, { ...common, ackWaitMs: cfg.queueAckWaitSeconds * 1000, reconcileMs: cfg.queueReconcileSeconds * 1000 }) : new IngestPool(store, embedder, common);
+    try {
+      await pool.start();
+    } catch (e) {
+      if (!this.opts.store) await store.close().catch(() => undefined);
+      if (owned) await embedder.close().catch(() => undefined);
+      throw e;
+    }
+    this.opts.log?.('documents: ready', { embedder: embedder.id, dims: embedder.dims, runs_on: embedder.runsOn ?? 'in process', store: this.storeName(), queue: kind, workers: kind === 'nats' ? cfg.workers : Math.max(1, cfg.workers) });
     return { store, embedder, pool };
   }
 
@@ -232,7 +260,7 @@ export class DocumentService {
         ids.push(p.doc.docId);
       } else duplicate.push({ ...report(p.index, p.entry, p.entry.docId), reason: o.reason, ...(!canSee(viewer, p.entry.owners) && o.reason !== 'duplicate_doc_id' ? {} : { duplicate_of: o.existing }) });
     });
-    if (ids.length) pool.notify();
+    if (ids.length) await pool.enqueue(ids);
 
     if (options.waitForCompletion && ids.length) {
       await pool.waitFor(ids, limits.maxWaitMs, signal);
@@ -272,7 +300,7 @@ export class DocumentService {
   async status(): Promise<Record<string, unknown>> {
     if (!this.starting) return { started: false };
     const { store, pool, embedder } = await this.ready();
-    return { started: true, embedder: embedder.id, dims: embedder.dims, embedder_runs_on: embedder.runsOn ?? 'in process', states: await store.stateCounts(), active: pool.active.size, totals: pool.totals };
+    return { started: true, embedder: embedder.id, dims: embedder.dims, embedder_runs_on: embedder.runsOn ?? 'in process', states: await store.stateCounts(), queue: await pool.status(), active: pool.active.size, totals: pool.totals };
   }
 
   /** Stops the pool (running jobs resume at the next start) and closes what the service opened. */

@@ -12,6 +12,17 @@
  * Search is an exact cosine scan over ready documents with the filters in
  * SQL (no ANN index: filtered approximate search drops results, and the
  * scale this targets scans fast).
+ *
+ * Vectors: pgvector's `vector(dims)` where the server has the extension
+ * (PGlite always does); on a plain PostgreSQL without it (Debian's packages,
+ * for one) a `real[]` column and a SQL function `weft_cosine(real[], real[])`
+ * that computes the same score. That path does more work per row (the
+ * function unnests both arrays, where pgvector's `<=>` is compiled code). A
+ * store keeps the kind it was created with (read back from the column type).
+ *
+ * Several processes may share one PostgreSQL database (document workers on
+ * a NATS work queue): schema set-up runs under a transaction-scoped advisory
+ * lock, so concurrent starts do not race on CREATE.
  */
 import { StoreEmbedderMismatchError } from '../../core/documents/errors.ts';
 import { assertTransition, IN_PROGRESS } from '../../core/documents/states.ts';
@@ -52,7 +63,14 @@ function batches(docs: readonly NewDocument[]): NewDocument[][] {
   return out;
 }
 
+/** How vectors are stored: pgvector's type, or a plain float4 array scored by weft_cosine. */
+export type VectorKind = 'pgvector' | 'real[]';
+
 const vectorText = (v: Float32Array): string => `[${Array.from(v).join(',')}]`;
+const arrayText = (v: Float32Array): string => `{${Array.from(v).join(',')}}`;
+
+/** Any constant: the advisory-lock key of schema set-up ("weft" in ASCII). */
+const SCHEMA_LOCK = 0x77656674;
 
 function record(r: Row): DocumentRecord {
   return {
@@ -77,15 +95,44 @@ function record(r: Row): DocumentRecord {
   };
 }
 
+/** A plain Uint8Array: `pg` returns bytea as a Node Buffer, which some readers refuse (pdfjs). */
+function bytesOf(v: unknown): Uint8Array {
+  const content = v as Uint8Array | null;
+  return content ? (Object.getPrototypeOf(content) === Uint8Array.prototype ? content : new Uint8Array(content)) : new Uint8Array(0);
+}
+
 const DOC_COLUMNS = 'doc_id, name, category, owners, sha256, size_bytes, source, path, format, options, state, error, attempts, chunk_count, token_count, char_count, page_count, created_at, updated_at, started_at, finished_at';
+
+/** The kind of an existing store (its column type) or, for a new one, pgvector when the server offers it. */
+async function chooseVectorKind(tx: SqlRunner): Promise<VectorKind> {
+  const col = await tx.query<{ udt_name: string }>(
+    `SELECT udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'weft_chunks' AND column_name = 'embedding'`,
+  );
+  if (col.rows[0]) return col.rows[0].udt_name === 'vector' ? 'pgvector' : 'real[]';
+  const ext = await tx.query(`SELECT 1 FROM pg_available_extensions WHERE name = 'vector'`);
+  return ext.rows.length ? 'pgvector' : 'real[]';
+}
 
 export class SqlDocumentStore implements DocumentStore {
   constructor(private readonly db: SqlClient) {}
 
+  /** Set by open(): the vector column's kind. */
+  vectorKind: VectorKind = 'pgvector';
+
   async open(embedder: { id: string; dims: number }): Promise<void> {
-    await this.db.exec(`CREATE EXTENSION IF NOT EXISTS vector;
-      CREATE TABLE IF NOT EXISTS weft_meta (key text PRIMARY KEY, value text NOT NULL);`);
     await this.db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`);
+      this.vectorKind = await chooseVectorKind(tx);
+      if (this.vectorKind === 'pgvector') await tx.query('CREATE EXTENSION IF NOT EXISTS vector');
+      else {
+        // Cosine similarity of two float4 arrays (same length), in float8; 0 for a zero vector.
+        await tx.query(`CREATE OR REPLACE FUNCTION weft_cosine(a real[], b real[]) RETURNS double precision
+          LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            SELECT CASE WHEN sum(x::float8 * x) = 0 OR sum(y::float8 * y) = 0 THEN 0
+                        ELSE sum(x::float8 * y) / sqrt(sum(x::float8 * x) * sum(y::float8 * y)) END
+            FROM unnest(a, b) AS t(x, y) $$`);
+      }
+      await tx.query(`CREATE TABLE IF NOT EXISTS weft_meta (key text PRIMARY KEY, value text NOT NULL)`);
       const meta = await tx.query<{ value: string }>(`SELECT value FROM weft_meta WHERE key = 'embedder'`);
       const stored = meta.rows[0] ? (JSON.parse(meta.rows[0].value) as { id: string; dims: number }) : null;
       if (stored && (stored.id !== embedder.id || stored.dims !== embedder.dims)) {
@@ -129,7 +176,7 @@ export class SqlDocumentStore implements DocumentStore {
         tokens integer NOT NULL,
         heading text,
         page integer,
-        embedding vector(${Math.floor(embedder.dims)}) NOT NULL,
+        embedding ${this.vectorKind === 'pgvector' ? `vector(${Math.floor(embedder.dims)})` : 'real[]'} NOT NULL,
         PRIMARY KEY (doc_id, idx))`);
     });
   }
@@ -215,10 +262,27 @@ export class SqlDocumentStore implements DocumentStore {
        RETURNING ${DOC_COLUMNS}, content`,
     );
     const row = r.rows[0];
-    if (!row) return null;
-    // A plain Uint8Array: `pg` returns bytea as a Node Buffer, which some readers refuse (pdfjs).
-    const content = row.content as Uint8Array | null;
-    return { record: record(row), content: content ? (Object.getPrototypeOf(content) === Uint8Array.prototype ? content : new Uint8Array(content)) : new Uint8Array(0) };
+    return row ? { record: record(row), content: bytesOf(row.content) } : null;
+  }
+
+  async claimById(docId: string): Promise<ClaimedJob | null> {
+    // queued → reading, or a takeover: an in-progress document whose worker is gone goes back to queued
+    // and on to reading in the same statement (see states.ts).
+    const r = await this.db.query(
+      `UPDATE weft_documents SET state = 'reading', attempts = attempts + 1, started_at = now(), updated_at = now()
+       WHERE doc_id = $1 AND state = ANY($2::text[]) RETURNING ${DOC_COLUMNS}, content`,
+      [docId, ['queued', ...IN_PROGRESS]],
+    );
+    const row = r.rows[0];
+    return row ? { record: record(row), content: bytesOf(row.content) } : null;
+  }
+
+  async unfinished(olderThanMs: number, limit: number): Promise<{ docId: string; state: DocState; attempts: number }[]> {
+    const r = await this.db.query<{ doc_id: string; state: DocState; attempts: number }>(
+      `SELECT doc_id, state, attempts FROM weft_documents WHERE state <> ALL($1::text[]) AND updated_at < now() - make_interval(secs => $2) ORDER BY seq LIMIT $3`,
+      [['ready', 'failed'], olderThanMs / 1000, limit],
+    );
+    return r.rows.map((x) => ({ docId: x.doc_id, state: x.state, attempts: Number(x.attempts) }));
   }
 
   async transition(docId: string, from: DocState, to: DocState, patch: StatePatch = {}): Promise<boolean> {
@@ -241,6 +305,7 @@ export class SqlDocumentStore implements DocumentStore {
   }
 
   async complete(docId: string, chunks: readonly StoredChunk[], counts: DocCounts): Promise<boolean> {
+    const pg = this.vectorKind === 'pgvector';
     return this.db.transaction(async (tx) => {
       const r = await tx.query(
         `UPDATE weft_documents SET state = 'ready', error = NULL, content = NULL, chunk_count = $2, token_count = $3, char_count = $4, page_count = $5,
@@ -254,9 +319,9 @@ export class SqlDocumentStore implements DocumentStore {
         const part = chunks.slice(i, i + INSERT_ROWS);
         const params: unknown[] = [];
         const values = part.map((c) => {
-          params.push(docId, c.index, c.text, c.tokens, c.heading, c.page, vectorText(c.embedding));
+          params.push(docId, c.index, c.text, c.tokens, c.heading, c.page, pg ? vectorText(c.embedding) : arrayText(c.embedding));
           const n = params.length;
-          return `($${n - 6}, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n}::vector)`;
+          return `($${n - 6}, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n}::${pg ? 'vector' : 'real[]'})`;
         });
         await tx.query(
           `INSERT INTO weft_chunks (doc_id, idx, text, tokens, heading, page, embedding) VALUES ${values.join(', ')}
@@ -277,16 +342,20 @@ export class SqlDocumentStore implements DocumentStore {
   }
 
   async search(q: SearchQuery): Promise<SearchHit[]> {
+    const pg = this.vectorKind === 'pgvector';
+    // pgvector orders by its distance operator; the plain path by the score itself (same order, reversed sign).
+    const score = pg ? '1 - (c.embedding <=> $1::vector)' : 'weft_cosine(c.embedding, $1::real[])';
+    const order = pg ? 'c.embedding <=> $1::vector' : 'score DESC';
     const r = await this.db.query<Row>(
-      `SELECT c.doc_id, c.idx, c.text, c.tokens, c.heading, c.page, 1 - (c.embedding <=> $1::vector) AS score, d.name, d.category, d.owners
+      `SELECT c.doc_id, c.idx, c.text, c.tokens, c.heading, c.page, ${score} AS score, d.name, d.category, d.owners
        FROM weft_chunks c JOIN weft_documents d ON d.doc_id = c.doc_id
        WHERE d.state = 'ready'
          AND ($2::text[] IS NULL OR d.category = ANY($2::text[]))
          AND ($3::text[] IS NULL OR d.owners && $3::text[])
          AND (NOT $4::boolean OR cardinality(d.owners) = 0 OR d.owners && $5::text[])
-       ORDER BY c.embedding <=> $1::vector, c.doc_id, c.idx
+       ORDER BY ${order}, c.doc_id, c.idx
        LIMIT $6`,
-      [vectorText(q.vector), q.categories, q.owners, q.viewer.enforce, [...q.viewer.owners], q.topK],
+      [pg ? vectorText(q.vector) : arrayText(q.vector), q.categories, q.owners, q.viewer.enforce, [...q.viewer.owners], q.topK],
     );
     return r.rows.map((x) => ({
       score: Number(x.score),

@@ -4,7 +4,10 @@
  *  - `postgres`: the `pg` client against a real server process — PGlite's
  *    socket server (scripts/pg_server.ts) started here as a child process on
  *    an ephemeral TCP port, seeded from the cached template (no initdb), one
- *    connection (see server/documents/postgres.ts).
+ *    connection (see server/documents/postgres.ts);
+ *  - `postgresql-plain`: the `pg` client against a real PostgreSQL server
+ *    without pgvector (postgres_real.ts), four connections: the store's
+ *    `real[]` vectors.
  *
  * `fresh()` gives the config overrides for an empty store of that backend and
  * a `close()` that disposes of it (the postgres one stops its server).
@@ -13,6 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { DocumentsConfig } from '../../server/documents/config.ts';
 import { pgliteTemplate, TEMPLATE } from './helpers.ts';
+import { startRealPostgres } from './postgres_real.ts';
 
 const PG_SERVER = fileURLToPath(new URL('../../scripts/pg_server.ts', import.meta.url));
 
@@ -58,7 +62,7 @@ export async function startPgServer(opts: { db?: string; timeoutMs?: number } = 
   return { url, proc, stop };
 }
 
-export type BackendName = 'pglite' | 'postgres';
+export type BackendName = 'pglite' | 'postgres' | 'postgresql-plain';
 
 export interface FreshStore {
   config: Partial<Pick<DocumentsConfig, 'dataDir' | 'databaseUrl' | 'databasePool'>>;
@@ -77,6 +81,13 @@ export const BACKENDS: Record<BackendName, StoreBackend> = {
     async fresh() {
       const server = await startPgServer();
       return { config: { databaseUrl: server.url, databasePool: 1 }, close: () => server.stop() };
+    },
+  },
+  'postgresql-plain': {
+    name: 'postgresql-plain',
+    async fresh() {
+      const server = await startRealPostgres();
+      return { config: { databaseUrl: server.url, databasePool: 4 }, close: () => server.stop() };
     },
   },
 };

@@ -105,10 +105,14 @@ export interface DocumentsApp {
   close(): Promise<void>;
 }
 
-/** A service without readers and an app with the document routes (auth on when `apiKeys` is given). */
-export async function documentsApp(opts: MountOptions & { apiKeys?: string[]; apiKeyOwners?: Record<string, string[]> } = {}): Promise<DocumentsApp> {
-  const { apiKeys = [], apiKeyOwners = {}, ...mount } = opts;
-  const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true, apiKeys, apiKeyOwners } }));
+/**
+ * A service without readers and an app with the document routes (auth on when `apiKeys` is given;
+ * attached to the broker at `natsUrl` as `weft serve` with a `nats:` section is, when given).
+ */
+export async function documentsApp(opts: MountOptions & { apiKeys?: string[]; apiKeyOwners?: Record<string, string[]>; natsUrl?: string } = {}): Promise<DocumentsApp> {
+  const { apiKeys = [], apiKeyOwners = {}, natsUrl, ...mount } = opts;
+  const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true, apiKeys, apiKeyOwners, ...(natsUrl ? { nats: { url: natsUrl } } : {}) } }));
+  if (natsUrl) await svc.attachNats();
   const inner = new Hono();
   const docs = mountDocuments(inner, svc, undefined, { env: {}, pgliteTemplate: await pgliteTemplate(), ...mount, config: { dataDir: 'memory://', ...mount.config } });
   const app = new Hono();

@@ -1,7 +1,9 @@
 /**
- * The SQL store's contract, the same assertions on both backends: embedded
- * PGlite, and PostgreSQL through the `pg` driver against a real server
- * process (PGlite's socket server, started by backends.ts):
+ * The SQL store's contract, the same assertions on every backend: embedded
+ * PGlite, PostgreSQL through the `pg` driver against PGlite's socket server
+ * (backends.ts), both with pgvector, and against a real PostgreSQL server
+ * without pgvector (Debian's, postgres_real.ts: `real[]` vectors scored by
+ * weft_cosine):
  *  - the unique constraints decide duplicates even when the pre-check is
  *    skipped (same doc_id; same content + category + owner set) — also for
  *    concurrent inserts — and insert is all-or-nothing per call;
@@ -10,8 +12,11 @@
  *    changes are compare-and-set; complete writes chunks once;
  *  - search: cosine order, category / owner filters, viewer visibility,
  *    ready documents only; delete removes the chunks;
- *  - requeueInProgress puts in-progress documents back; reopening with
- *    another embedder is refused while documents exist.
+ *  - requeueInProgress puts in-progress documents back; claimById takes a
+ *    queued or abandoned in-progress document, never a finished one;
+ *    unfinished lists what is left; reopening with another embedder is
+ *    refused while documents exist; concurrent opens (several processes
+ *    starting on one database) do not race.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +26,7 @@ import { openPglite } from '../../server/documents/pglite.ts';
 import { openPostgres } from '../../server/documents/postgres.ts';
 import { SqlDocumentStore, type SqlClient } from '../../server/documents/sql_store.ts';
 import { startPgServer, type PgServer } from './backends.ts';
+import { startRealPostgres, type RealPostgres } from './postgres_real.ts';
 import { pgliteTemplate } from './helpers.ts';
 
 const DIMS = 4;
@@ -38,16 +44,26 @@ const chunk = (index: number, embedding: Float32Array, text = `chunk ${index}`):
 
 interface Backend {
   name: string;
+  vectors: 'pgvector' | 'real[]';
   open(): Promise<SqlClient>;
   setup?(): Promise<void>;
   teardown?(): Promise<void>;
 }
 
 let server: PgServer | null = null;
+let real: RealPostgres | null = null;
 const backends: Backend[] = [
-  { name: 'pglite', open: async () => openPglite('memory://', { template: await pgliteTemplate() }) },
+  { name: 'pglite', vectors: 'pgvector', open: async () => openPglite('memory://', { template: await pgliteTemplate() }) },
+  {
+    name: 'postgresql server without pgvector',
+    vectors: 'real[]',
+    setup: async () => void (real = await startRealPostgres()),
+    teardown: async () => real?.stop(),
+    open: () => openPostgres(real!.url, { max: 4 }),
+  },
   {
     name: 'postgres',
+    vectors: 'pgvector',
     setup: async () => void (server = await startPgServer()),
     teardown: async () => server?.stop(),
     open: () => openPostgres(server!.url, { max: 1 }),
@@ -62,6 +78,7 @@ describe.each(backends)('SqlDocumentStore on $name', (backend) => {
     db = await backend.open();
     store = new SqlDocumentStore(db);
     await store.open({ id: 'test', dims: DIMS });
+    expect(store.vectorKind).toBe(backend.vectors);
   });
   afterAll(async () => {
     await store?.close();
@@ -174,6 +191,41 @@ describe.each(backends)('SqlDocumentStore on $name', (backend) => {
     expect(await store.chunks(alice)).toEqual([]);
     expect(await names({})).toEqual(['public#0', 'bob#0', 'public#1']);
     for (const id of [pub, bob]) await store.delete(id);
+  });
+
+  it('claimById: queued or abandoned in progress → reading (attempts + 1); never a finished document; unfinished lists the rest', async () => {
+    const [a, b, c] = [doc({ name: 'a' }), doc({ name: 'b' }), doc({ name: 'c' })];
+    await store.insert([a, b, c]);
+    const first = (await store.claimById(b.docId))!;
+    expect(first.record).toMatchObject({ docId: b.docId, state: 'reading', attempts: 1 });
+    expect(first.content).toEqual(b.content);
+    await store.transition(b.docId, 'reading', 'chunking');
+    await store.transition(b.docId, 'chunking', 'embedding');
+    // Its worker died mid-job: the next holder of its message takes it over from `embedding`.
+    expect((await store.claimById(b.docId))!.record).toMatchObject({ state: 'reading', attempts: 2 });
+    await store.transition(b.docId, 'reading', 'chunking');
+    await store.transition(b.docId, 'chunking', 'embedding');
+    expect(await store.complete(b.docId, [chunk(0, unit(1, 0, 0, 0))], { chunks: 1, tokens: 2, characters: 5, pages: null })).toBe(true);
+    expect(await store.claimById(b.docId)).toBeNull(); // ready: a redelivered message finds nothing to do
+    expect(await store.claimById(randomUUID())).toBeNull();
+    expect((await store.chunks(b.docId)).length).toBe(1);
+    await new Promise((r) => setTimeout(r, 20));
+    const mine = new Set([a.docId, b.docId, c.docId]);
+    const left = (await store.unfinished(10, 100)).filter((x) => mine.has(x.docId)); // (earlier tests left queued documents too)
+    expect(left).toEqual([{ docId: a.docId, state: 'queued', attempts: 0 }, { docId: c.docId, state: 'queued', attempts: 0 }]);
+    expect((await store.unfinished(60_000, 100)).filter((x) => mine.has(x.docId))).toEqual([]); // touched too recently
+    expect((await store.unfinished(10, 1)).length).toBe(1);
+    for (const d of [a, b, c]) await store.delete(d.docId);
+  });
+
+  it('several processes opening one database at once do not race on the schema', async () => {
+    if (backend.vectors === 'pgvector') return; // PGlite, and its socket server: one connection, one process by construction
+    const others = await Promise.all([0, 1, 2].map(() => backend.open()));
+    try {
+      await Promise.all(others.map((db2) => new SqlDocumentStore(db2).open({ id: 'test', dims: DIMS })));
+    } finally {
+      await Promise.all(others.map((db2) => db2.close()));
+    }
   });
 
   it('refuses another embedder while documents exist', async () => {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Hono } from 'hono';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WeftError } from '../../core/errors.ts';
-import { mountDocuments } from '../../server/apps/documents.ts';
+import { mountDocuments, type MountOptions } from '../../server/apps/documents.ts';
 import { loadConfig } from '../../server/config.ts';
 import { loadDocumentsConfig } from '../../server/documents/config.ts';
 import { onError } from '../../server/http/errors.ts';
@@ -97,6 +97,36 @@ describe('config.yaml documents section', () => {
     expect(refusal('documents:\n  chunk_units: 40\n  chunk_overlap: 30\n').message).toMatch(/chunk_overlap must be at most half/);
     // The rest of the file stays strict.
     expect(refusal('document:\n  workers: 2\n').message).toMatch(/unknown setting "document"/);
+  });
+
+  it('the work-queue keys: queue, ack wait, reconciliation; workers 0 only with the nats queue', () => {
+    const d = loadDocumentsConfig({ file: loadConfig({ file: yaml('documents:\n  queue: nats\n  workers: 0\n  queue_ack_wait_seconds: 5\n'), env: {} }).documents, env: { WEFT_DOCUMENTS_QUEUE_RECONCILE_SECONDS: '7' } });
+    expect(d).toMatchObject({ queue: 'nats', workers: 0, queueAckWaitSeconds: 5, queueReconcileSeconds: 7 });
+    expect(loadDocumentsConfig({ env: {} })).toMatchObject({ queue: 'auto', queueAckWaitSeconds: 30, queueReconcileSeconds: 30 });
+    expect(refusal('documents:\n  queue: kafka\n').message).toMatch(/documents\.queue must be auto, local or nats/);
+    expect(refusal('documents:\n  queue: local\n  workers: 0\n').message).toMatch(/documents\.workers 0 needs the nats work queue/);
+  });
+
+  it('the service refuses a nats queue without a broker or a shared store, and workers 0 without the nats queue', async () => {
+    const svc = new Service(loadConfig({ env: {}, overrides: { model: '', embeddingModel: '', logDisableTimestamps: true } }));
+    const refused = async (config: MountOptions['config']): Promise<string> => {
+      const app = new Hono();
+      app.onError(onError(svc.log));
+      const docs = mountDocuments(app, svc, undefined, { env: {}, embedder: hashEmbedder(), pgliteTemplate: await pgliteTemplate(), config });
+      const r = await app.request('/api/v1/documents/search', json({ query: 'x' }));
+      expect(r.status).toBe(503);
+      const body = (await r.json()) as { error: { code: string; message: string; details?: { cause?: string } } };
+      expect(body.error.code).toBe('documents_unavailable');
+      await docs.close();
+      return body.error.message;
+    };
+    try {
+      expect(await refused({ queue: 'nats', dataDir: 'memory://' })).toMatch(/documents\.queue is nats, but no broker is configured/);
+      // No broker here: auto is the local queue, which workers 0 would leave without a worker.
+      expect(await refused({ queue: 'auto', workers: 0, dataDir: 'memory://' })).toMatch(/workers 0 needs the nats work queue/);
+    } finally {
+      await svc.close();
+    }
   });
 
   it('a limit set only in the file is what the document routes enforce', async () => {
