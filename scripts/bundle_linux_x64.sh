@@ -34,6 +34,7 @@ CACHE=.cache/bundle
 say() { printf 'bundle: %s\n' "$*"; }
 fail() { say "FAIL: $*" >&2; exit 1; }
 
+for tool in npm apt-get dpkg-deb strip tar gzip; do command -v "$tool" >/dev/null || fail "$tool is missing (strip: apt-get install binutils)"; done
 [[ $(uname -m) == x86_64 ]] || fail "this builds the linux-x64 kit and must run on an x86-64 host (this is $(uname -m))"
 VERSION=$(node -p "require('./package.json').version")
 
@@ -83,9 +84,16 @@ if ! ls "$CACHE"/debs/libvulkan1_*_amd64.deb "$CACHE"/debs/libglvnd0_*_amd64.deb
   say "apt-get download libvulkan1 libglvnd0"
   rm -rf "$CACHE/debs"
   mkdir -p "$CACHE/debs"
-  (cd "$CACHE/debs" && apt-get download libvulkan1 libglvnd0) >"$STAGE/apt.log" 2>&1 || {
+  fetch_debs() { (cd "$CACHE/debs" && apt-get download libvulkan1 libglvnd0) >"$STAGE/apt.log" 2>&1; }
+  # A fresh image may have no package lists yet: update them once (as root) and retry.
+  ok=1
+  if ! fetch_debs; then
+    ok=0
+    if [[ $(id -u) == 0 ]] && apt-get update -q >>"$STAGE/apt.log" 2>&1 && fetch_debs; then ok=1; fi
+  fi
+  ((ok)) || {
     cat "$STAGE/apt.log" >&2
-    fail "apt-get download libvulkan1 libglvnd0 (run apt-get update first?)"
+    fail "apt-get download libvulkan1 libglvnd0 (apt-get update as root first)"
   }
 fi
 for deb in "$CACHE"/debs/*.deb; do dpkg-deb -x "$deb" "$STAGE/debs"; done
