@@ -26,6 +26,7 @@
 #   --budget-s S       the whole run's time budget in seconds (default 420; --quick 240)
 #   --backend B        Weft's backend: auto (default), native, swiftshader, opengles
 #   --no-torch         leave out the PyTorch rows
+#   --allow-cpu        run the real shapes even when Dawn finds only a CPU adapter (else it stops)
 # Every step runs under `timeout`, so the script ends within the budget plus a margin.
 set -euo pipefail
 
@@ -36,6 +37,7 @@ WORK=/tmp/weft-gpu-bench
 BUDGET=
 BACKEND=auto
 TORCH=1
+ALLOW_CPU=0
 ARCHIVE=
 while (($#)); do
   case $1 in
@@ -46,6 +48,7 @@ while (($#)); do
     --budget-s) BUDGET=$2; shift ;;
     --backend) BACKEND=$2; shift ;;
     --no-torch) TORCH=0 ;;
+    --allow-cpu) ALLOW_CPU=1 ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "gpu_bench: unknown option $1" >&2; exit 2 ;;
     *) ARCHIVE=$1 ;;
@@ -94,7 +97,15 @@ if [[ -z ${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-} ]]; then
 fi
 [[ -n ${VK_ICD_FILENAMES:-} ]] || say "no NVIDIA ICD file found: the Vulkan loader's own search decides (CPU adapters here)"
 say "adapter Dawn picks (backend $BACKEND):"
-"$KIT/weft" device --backend "$BACKEND" >&2 || fail "no WebGPU adapter (weft device)"
+"$KIT/weft" device --backend "$BACKEND" >"$RESULTS/device.json" 2>"$RESULTS/device.log" || {
+  cat "$RESULTS/device.log" >&2
+  fail "no WebGPU adapter (weft device)"
+}
+cat "$RESULTS/device.json" >&2
+# The real shapes on CPU emulation would spend the whole budget on one step: stop early.
+if ((!QUICK && !ALLOW_CPU)) && [[ $("$NODE" -p 'JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).isCpu' "$RESULTS/device.json") == true ]]; then
+  fail "Dawn found only a CPU adapter (no GPU driver through Vulkan; see GPU.md 'How the GPU is found'); --quick or --allow-cpu to run anyway"
+fi
 
 # --- python + torch ----------------------------------------------------------------------
 PY=
