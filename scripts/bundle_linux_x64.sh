@@ -69,10 +69,11 @@ cp "$SW/package.json" "$SW/LICENSE" "$SW/swagger-ui.css" "$SW/swagger-ui-bundle.
 # 3. Weft, bundled. The addon is loaded through a variable specifier (core/gpu/device.ts)
 #    and swagger-ui-dist through require.resolve, so esbuild leaves both to Node's resolution
 #    from lib/, which finds lib/node_modules. Chunks sit beside the entries: the reader
-#    worker is found as new URL('./worker_entry.js', import.meta.url). CommonJS dependencies
-#    call require() for Node built-ins, which an ES module lacks: the banner provides it.
+#    worker (and its compile and tokenizer workers) are found as new URL('./worker_entry.js',
+#    import.meta.url). CommonJS dependencies call require() for Node built-ins, which an ES
+#    module lacks: the banner provides it.
 say "esbuild"
-node_modules/.bin/esbuild server/bundle_entry.ts server/readers/worker_entry.ts bench/gpu_kit.ts \
+node_modules/.bin/esbuild server/bundle_entry.ts server/readers/worker_entry.ts server/readers/compile_worker_entry.ts server/readers/tokenize_worker_entry.ts bench/gpu_kit.ts \
   --bundle --platform=node --format=esm --target=node22 --splitting \
   --outdir="$KIT/lib" --entry-names='[name]' --chunk-names='chunk-[hash]' \
   --external:webgpu --external:swagger-ui-dist --log-level=warning \

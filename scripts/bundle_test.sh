@@ -82,6 +82,15 @@ page=$(curl -fsS "$BASE/")
 gen=$(curl -fsS -H 'content-type: application/json' -d '{"text":"Once upon a time","max_new_tokens":4}' "$BASE/generate") || { cat "$TMP/serve.log" >&2; fail "/generate"; }
 ./bin/node -e 'const g=JSON.parse(process.argv[1]); if (typeof g.text !== "string" || g.text.length === 0) { console.error(g); process.exit(1); }' "$gen" || fail "/generate: $gen"
 say "serve: /version, / (web app) and /generate answered: $(./bin/node -p 'JSON.parse(process.argv[1]).text' "$gen" | tr '\n' ' ')"
+# The reader's worker threads, bundled beside it: a JSON Schema compiles on the compile worker,
+# a long text tokenizes on the tokenizer worker.
+js=$(curl -fsS -H 'content-type: application/json' -d '{"text":"Once","max_new_tokens":24,"json_schema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}}' "$BASE/generate") || { cat "$TMP/serve.log" >&2; fail "/generate with json_schema"; }
+./bin/node -e 'const v=JSON.parse(JSON.parse(process.argv[1]).text); if (typeof v.ok !== "boolean") process.exit(1);' "$js" || fail "/generate with json_schema: $js"
+rid=$(curl -fsS "$BASE/status" | ./bin/node -e 'let s="";process.stdin.on("data",(d)=>s+=d).on("end",()=>{const r=Object.values(JSON.parse(s).groups).flat().find((x)=>x.type==="generate");console.log(r.reader_id)})') || fail "/status"
+long=$(./bin/node -e 'console.log(JSON.stringify({text:"Once upon a time there was a cat. ".repeat(200)}))')
+tk=$(curl -fsS -H 'content-type: application/json' -d "$long" "$BASE/tokenize/$rid") || { cat "$TMP/serve.log" >&2; fail "/tokenize (tokenizer worker)"; }
+./bin/node -e 'const t=JSON.parse(process.argv[1]).tokens; if (!Array.isArray(t) || t.length < 1000) process.exit(1);' "$tk" || fail "/tokenize: ${tk:0:200}"
+say "serve: json_schema on the compile worker and a 6.8 KB /tokenize on the tokenizer worker answered"
 kill "$SERVER_PID"
 for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$SERVER_PID" 2>/dev/null; then fail "serve did not stop on SIGTERM"; fi

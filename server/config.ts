@@ -44,8 +44,14 @@ export interface ServiceConfig {
   kvstoreMaxMemory: number;
   /** Bound on one prompt string, bytes. */
   maxPromptStringBytes: number;
-  /** Bound on the text of one /tokenize call, bytes (tokenizing runs on the reader's thread). */
+  /** Bound on the text of one /tokenize call, bytes. */
   maxTokenizeBytes: number;
+  /**
+   * Readers tokenize long texts (prompts, /tokenize) on a tokenizer worker thread, so the
+   * thread that steps the batch is not held; false = on the reader's thread (saves the worker's
+   * copy of the tokenizer, tens of MB for a 128k-token vocabulary).
+   */
+  tokenizeWorker: boolean;
   /** Most ms one constraint (json_schema, regex) may take to compile on a reader. */
   constraintCompileMillis: number;
   /** Generation admission: longest expected wait in a reader's queue, ms; past it, 503 overloaded with Retry-After. */
@@ -119,6 +125,7 @@ export const DEFAULTS: ServiceConfig = {
   kvstoreMaxMemory: 1e9,
   maxPromptStringBytes: 30e3,
   maxTokenizeBytes: 64 * 1024,
+  tokenizeWorker: true,
   constraintCompileMillis: DEFAULT_COMPILE_LIMITS.requestMillis,
   maxQueueWaitMillis: 10_000,
   readerStallMillis: 30_000,
@@ -165,6 +172,7 @@ const KEYS: Record<keyof ServiceConfig, Kind> = {
   kvstoreMaxMemory: 'bytes',
   maxPromptStringBytes: 'bytes',
   maxTokenizeBytes: 'bytes',
+  tokenizeWorker: 'bool',
   constraintCompileMillis: 'int',
   maxQueueWaitMillis: 'int',
   readerStallMillis: 'int',

@@ -104,14 +104,15 @@ export class Service {
     this.log('nats connected', { url: opts.url });
   }
 
-  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis) and compile budget where it sets none. */
+  /** `spec` with the service-wide batching settings (max_batch_size, batch_duration_millis), compile budget and tokenizer worker where it sets none. */
   withReaderDefaults(spec: ReaderSpec): ReaderSpec {
-    const { maxBatchSize, batchDurationMillis, constraintCompileMillis } = this.config;
+    const { maxBatchSize, batchDurationMillis, constraintCompileMillis, tokenizeWorker } = this.config;
     return {
       ...spec,
       // Only a configured budget travels with the spec; readers default to the same value themselves.
       ...(spec.constraintCompileMillis === undefined && constraintCompileMillis !== DEFAULT_COMPILE_LIMITS.requestMillis ? { constraintCompileMillis } : {}),
       ...(spec.warmup === undefined && this.config.warmup !== 'auto' ? { warmup: this.config.warmup } : {}),
+      ...(spec.tokenizeWorker === undefined && !tokenizeWorker ? { tokenizeWorker: false } : {}),
       ...(spec.maxSeqs === undefined && maxBatchSize !== null ? { maxSeqs: maxBatchSize } : {}),
       ...(spec.batchDurationMillis === undefined && batchDurationMillis !== null ? { batchDurationMillis } : {}),
     };

@@ -13,6 +13,12 @@ import type { ConstraintCompiler, GenerateRequest, ReaderApi, ReaderInfo, Reader
 import { validateRequest } from './reader_api.ts';
 import type { ServedDecoder } from './served_decoder.ts';
 
+/**
+ * Encodes a text off this thread (a tokenizer worker) when that is worth it; undefined = the
+ * caller encodes it here. The ids must equal `tokenizer.encode(text, { addSpecialTokens })`.
+ */
+export type OffThreadEncoder = (text: string, addSpecialTokens: boolean, signal?: AbortSignal) => Promise<number[]> | undefined;
+
 export class LocalReader implements ReaderApi {
   private toolFormat: ToolFormat | null | undefined;
 
@@ -20,6 +26,7 @@ export class LocalReader implements ReaderApi {
     readonly loaded: ServedDecoder,
     private readonly meta: { readerId: string; model: string; device: string; backend: string; speculative?: ReaderInfo['speculative'] },
     private readonly compileConstraint?: ConstraintCompiler,
+    private readonly encodeOffThread?: OffThreadEncoder,
   ) {}
 
   info(): ReaderInfo {
@@ -91,12 +98,16 @@ export class LocalReader implements ReaderApi {
       ...(req.logitBias ? { logitBias: this.logitBiasOf(req.logitBias) } : {}),
       addSpecialTokens: !chat,
     };
-    const run = (o: GenerateOptions): AsyncIterable<GenerationEvent> => (req.images ? imageGeneration(this.loaded, prompt, req.images, o) : this.loaded.engine.generate(prompt, o));
-    if (!(constraint instanceof Promise)) return run({ ...opts, ...(constraint ? { constraint } : {}) });
-    // Compiled off this thread: the request joins the batch once its constraint is ready; others keep stepping meanwhile.
-    const pending = constraint;
+    // A long text prompt is tokenized off this thread (image prompts splice features by their own encode).
+    const ids = typeof prompt === 'string' && !req.images ? this.encodeOffThread?.(prompt, opts.addSpecialTokens !== false, signal) : undefined;
+    const run = (p: string | number[], o: GenerateOptions): AsyncIterable<GenerationEvent> => (req.images ? imageGeneration(this.loaded, p, req.images, o) : this.loaded.engine.generate(p, o));
+    if (!(constraint instanceof Promise) && !ids) return run(prompt, { ...opts, ...(constraint ? { constraint } : {}) });
+    // Compiled or tokenized off this thread: the request joins the batch once both are ready; others keep stepping meanwhile.
+    const pending = Promise.all([constraint, ids ?? prompt]);
+    pending.catch(() => undefined); // a request dropped before it is iterated must not leave an unhandled rejection
     return (async function* () {
-      yield* run({ ...opts, constraint: await pending });
+      const [c, p] = await pending;
+      yield* run(p, { ...opts, ...(c ? { constraint: c } : {}) });
     })();
   }
 
@@ -119,7 +130,8 @@ export class LocalReader implements ReaderApi {
 
   async tokenize(text: string, opts: { addSpecialTokens?: boolean } = {}): Promise<{ ids: number[]; tokens: string[] }> {
     const tok = this.loaded.tokenizer;
-    const ids = tok.encode(text, { addSpecialTokens: opts.addSpecialTokens ?? true });
+    const add = opts.addSpecialTokens ?? true;
+    const ids = await (this.encodeOffThread?.(text, add) ?? tok.encode(text, { addSpecialTokens: add }));
     return { ids, tokens: ids.map((i) => tok.idToToken(i) ?? '') };
   }
 

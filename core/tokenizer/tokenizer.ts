@@ -41,6 +41,18 @@ export interface Tokenizer {
   tokenBytes(id: number): Uint8Array;
   applyChatTemplate(messages: ChatMessage[], opts?: ChatTemplateOptions): string;
   readonly hasChatTemplate: boolean;
+  /**
+   * What this tokenizer was built from (plain, structured-cloneable data): loadTokenizer on
+   * it builds an equal tokenizer elsewhere, e.g. on a worker thread that tokenizes long texts.
+   */
+  readonly source?: TokenizerSource;
+}
+
+/** The inputs of loadTokenizer: parsed tokenizer.json, tokenizer_config.json (or none) and options. */
+export interface TokenizerSource {
+  json: unknown;
+  config: unknown;
+  opts: LoadTokenizerOptions;
 }
 
 export interface LoadTokenizerOptions {
@@ -104,7 +116,7 @@ class HfBackedTokenizer implements Tokenizer {
   /** null: the post-processor's own special tokens are right; else insert these ourselves. */
   private readonly explicitSpecials: { bos: boolean; eos: boolean } | null;
 
-  constructor(json: Json, config: Json, hasConfig: boolean, opts: LoadTokenizerOptions) {
+  constructor(json: Json, config: Json, hasConfig: boolean, opts: LoadTokenizerOptions, readonly source: TokenizerSource) {
     // The library requires these keys to exist and `added_tokens` to be iterable.
     const full: Json = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...json };
     if (!Array.isArray(full.added_tokens)) full.added_tokens = [];
@@ -314,7 +326,7 @@ export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig?: unknown,
     throw new ModelFormatError('tokenizer_config.json must be an object');
   }
   const hasConfig = isObject(tokenizerConfig);
-  return new HfBackedTokenizer(tokenizerJson, hasConfig ? tokenizerConfig : {}, hasConfig, opts);
+  return new HfBackedTokenizer(tokenizerJson, hasConfig ? tokenizerConfig : {}, hasConfig, opts, { json: tokenizerJson, config: tokenizerConfig ?? null, opts });
 }
 
 /** Minimal read-only view of a model folder (paths are relative to it). */

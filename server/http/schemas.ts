@@ -97,6 +97,7 @@ export const ReaderSpecBody = z
     type: z.enum(['generate', 'embed', 'classify']).optional().describe('What the reader serves; absent = detected from config.json.'),
     batch_duration_millis: z.number().int().optional().describe('Encoders: longest wait of a partial batch, ms (default 5).'),
     constraint_compile_millis: z.number().int().optional().describe('Longest one constraint may take to compile on this reader, ms (default: constraint_compile_millis).'),
+    tokenize_worker: z.boolean().optional().describe('Tokenize long texts on a worker thread, not the thread that steps the batch (default: tokenize_worker, true).'),
     assistant_model: z.string().min(1).optional().describe('Draft model (directory or .gguf) for speculative decoding; must share the model\'s vocabulary.'),
     speculative_tokens: z.number().int().optional().describe('Draft tokens verified per step (1-16, default 4); needs assistant_model.'),
     assistant_required: z.boolean().optional().describe('Fail the reader when the draft is unusable (default false: start without speculation and log why).'),

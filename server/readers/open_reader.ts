@@ -23,6 +23,7 @@ export const USE_LITE_MODEL = 'use-lite';
 import { attachAssistant, verificationRows } from './open_assistant.ts';
 import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
+import { TokenizePool } from './tokenize_pool.ts';
 
 /** What the main thread hands a reader worker. */
 export interface ReaderInit {
@@ -86,6 +87,9 @@ export async function openReader(
     });
     const speculative = spec.assistantModel ? await attachAssistant(ctx, loaded, spec, readerId) : undefined;
     const compiles = new CompilePool();
+    // Long prompts and /tokenize texts encode on a tokenizer worker (built from the same source: the same ids).
+    const source = spec.tokenizeWorker !== false ? loaded.tokenizer.source : undefined;
+    const tokenizes = source ? new TokenizePool(source) : undefined;
     const reader = new LocalReader(
       loaded,
       { readerId, model: spec.model, device: ctx.gpu.info.name, backend: ctx.gpu.info.backend, ...(speculative ? { speculative } : {}) },
@@ -99,6 +103,7 @@ export async function openReader(
         // Schema and regex compiles run on a compile worker: this thread keeps stepping the batch meanwhile.
         (c, ws, strict, millis, signal) => compiles.rules(c, ws, strict, millis, signal),
       ),
+      tokenizes ? (text, add, signal) => tokenizes.encodeLong(text, add, signal) : undefined,
     );
     if (opts.probe) for await (const ev of reader.generate({ prompt: 'Hello', maxNewTokens: 1 })) void ev;
     return reader;

@@ -48,6 +48,8 @@ export interface ReaderSpec {
   remote?: string;
   /** Most ms one constraint may take to compile on this reader (server-wide `constraint_compile_millis`). */
   constraintCompileMillis?: number;
+  /** Long texts tokenize on a worker thread (default true; server-wide `tokenize_worker`). */
+  tokenizeWorker?: boolean;
   /** Scaling fields given with this entry; they set its consumer group's policy (scaling.ts). */
   scaling?: Partial<ScalingPolicy>;
 }
@@ -145,6 +147,9 @@ export function parseReaderSpec(raw: unknown, defaults: { model: string }): Read
   if (wait !== undefined) spec.batchDurationMillis = wait;
   const compile = intOpt(o, 'constraint_compile_millis', 'constraintCompileMillis', 1, 600_000);
   if (compile !== undefined) spec.constraintCompileMillis = compile;
+  const tokWorker = o.tokenize_worker ?? o.tokenizeWorker;
+  if (tokWorker !== undefined && typeof tokWorker !== 'boolean') throw new InvalidRequestError('invalid_reader_config', 'tokenize_worker must be a boolean', { field: 'tokenize_worker' });
+  if (tokWorker !== undefined) spec.tokenizeWorker = tokWorker;
   Object.assign(spec, parseAssistant(o));
   const scaling = parseScaling(o);
   if (scaling) spec.scaling = scaling;

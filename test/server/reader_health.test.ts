@@ -1,7 +1,7 @@
 /**
  * Health that tells the truth: a reader whose thread is held by one long
  * piece of work (here a large /tokenize, allowed by a raised
- * `max_tokenize_bytes`) while other work waits on it is reported unhealthy by
+ * `max_tokenize_bytes`, on the reader's own thread: `tokenize_worker: false`) while other work waits on it is reported unhealthy by
  * /healthz once `reader_stall_millis` passes, and /status and /metrics answer
  * promptly from what is known (the reader marked unresponsive) instead of
  * waiting on it. Once the work finishes the reader is healthy again.
@@ -12,7 +12,7 @@ import { serveLoopback, startTestService, type TestService } from './helpers.ts'
 let t: TestService;
 let http: { base: string; close: () => Promise<void> };
 beforeAll(async () => {
-  t = await startTestService({ readerStallMillis: 1000, maxTokenizeBytes: 8 * 1024 * 1024 });
+  t = await startTestService({ readerStallMillis: 1000, maxTokenizeBytes: 8 * 1024 * 1024, tokenizeWorker: false });
   http = await serveLoopback(t.apps.inference);
 });
 afterAll(async () => {
