@@ -295,18 +295,24 @@ export class Engine {
     const bans: number[] = [];
     if (a.generated.length < (a.opts.minNewTokens ?? 0) && !a.opts.ignoreEos) bans.push(...this.opts.eosIds);
     if (a.opts.noRepeatNgramSize) bans.push(...bannedNgramTokens(a.seq.tokens, a.opts.noRepeatNgramSize));
-    a.opts.constraint?.budget?.(a.maxNew - a.generated.length);
-    let mask = a.opts.constraint?.mask() ?? null;
-    if (bans.length) {
-      mask = mask ? mask.slice() : new Uint32Array(Math.ceil(this.vocab / 32)).fill(0xffffffff);
-      for (const t of bans) mask[t >>> 5]! &= ~(1 << (t & 31));
-    }
+    const constraint = a.opts.constraint;
+    const left = a.maxNew - a.generated.length;
+    const masked = (): Uint32Array | null => {
+      constraint?.budget?.(left);
+      let mask = constraint?.mask() ?? null;
+      if (bans.length) {
+        mask = mask ? mask.slice() : new Uint32Array(Math.ceil(this.vocab / 32)).fill(0xffffffff);
+        for (const t of bans) mask[t >>> 5]! &= ~(1 << (t & 31));
+      }
+      return mask;
+    };
     const penalized = a.sampling.repetitionPenalty !== 1 || a.sampling.presencePenalty !== 0 || a.sampling.frequencyPenalty !== 0;
     return {
       params: a.sampling,
       step: a.generated.length,
       ...(penalized ? { history: Uint32Array.from(a.seq.tokens) } : {}),
-      mask,
+      // A constraint's mask is computed once the forward is on the device (Runner.step).
+      ...(constraint ? { deferredMask: masked } : { mask: masked() }),
       ...(a.opts.logprobs !== undefined ? { logprobs: a.opts.logprobs } : {}),
       ...(a.opts.logitBias?.size ? { bias: a.opts.logitBias } : {}),
     };

@@ -32,6 +32,11 @@ export interface StepModel {
 /** Per sampled row: its sampling state and an optional allowed-token bitmask [ceil(V/32)]. */
 export interface RowSampling extends SampleRow {
   mask?: Uint32Array | null;
+  /**
+   * The allowed-token mask, computed once the step's forward is submitted (a constraint's
+   * mask: CPU work that then overlaps the device's forward instead of delaying it). Null = any.
+   */
+  deferredMask?: () => Uint32Array | null;
   /** Log-probabilities of the sampled token and this many alternatives (0-20); absent = none. */
   logprobs?: number;
   /** Token id -> bias added to the logits before sampling (OpenAI logit_bias). */
@@ -56,6 +61,8 @@ export class Runner {
   computedTokens = 0;
   /** Steps whose greedy ids the model wrote itself (no sampler dispatch), for tests and metrics. */
   fusedArgmaxSteps = 0;
+  /** Steps whose masks were computed while their forward was already on the device (tests, metrics). */
+  overlappedMaskSteps = 0;
 
   constructor(
     readonly ctx: GpuContext,
@@ -109,7 +116,7 @@ export class Runner {
     const out: Tensor = { ...this.out, shape: [R] };
     const K = rows.reduce((k, r) => (r.logprobs === undefined ? k : Math.max(k, r.logprobs)), -1);
     const biased = rows.some((r) => r.bias?.size);
-    const fused = R > 0 && K < 0 && !biased && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask)) && (this.model.fusesArgmax?.(inputs) ?? false);
+    const fused = R > 0 && K < 0 && !biased && !opts.readLogits && rows.every((r) => isPlainGreedy(r, !!r.mask || !!r.deferredMask)) && (this.model.fusesArgmax?.(inputs) ?? false);
     const rec = this.ctx.recorder();
     let logits: Tensor | null;
     try {
@@ -132,17 +139,29 @@ export class Runner {
       rec.submit();
       return { ids: new Uint32Array(await read), tokens: inputs.tokens.length };
     }
+    let final = rows;
+    if (rows.some((r) => r.deferredMask)) {
+      // The forward goes to the device now; the masks are computed while it runs.
+      rec.flush();
+      try {
+        final = rows.map(({ deferredMask, ...r }) => (deferredMask ? { ...r, mask: deferredMask() } : r));
+      } catch (e) {
+        rec.discard(); // the forward already went; the sampling half is dropped with its scratch
+        throw e;
+      }
+      this.overlappedMaskSteps++;
+    }
     let mask: Tensor | undefined;
-    if (rows.some((r) => r.mask)) {
+    if (final.some((r) => r.mask)) {
       const words = new Uint32Array(R * this.maskWords);
-      rows.forEach((r, i) => {
+      final.forEach((r, i) => {
         if (r.mask) words.set(r.mask, i * this.maskWords);
         else words.fill(0xffffffff, i * this.maskWords, (i + 1) * this.maskWords);
       });
       mask = { buffer: rec.upload(words).buffer, offset: 0, shape: [R, this.maskWords], dtype: 'u32' };
     }
-    if (biased) await logitBias(rec, logits, rows.map((r) => r.bias));
-    await sample(rec, logits, rows, out, mask ? { mask } : {});
+    if (biased) await logitBias(rec, logits, final.map((r) => r.bias));
+    await sample(rec, logits, final, out, mask ? { mask } : {});
     // Logprobs from the same logits the sampler read, in the same submission.
     let lpOut: Tensor | null = null;
     if (K >= 0) {

@@ -85,11 +85,13 @@ export function copyRowsToTexture(enc: GPUCommandEncoder, src: GPUBuffer, srcOff
 }
 
 export class Recorder {
-  private readonly encoder: GPUCommandEncoder;
+  private encoder: GPUCommandEncoder;
   private pass: GPUComputePassEncoder | null = null;
   private readonly stage: ArrayBuffer;
   private readonly view: DataView;
   private used = 0;
+  /** Uniform bytes already written to the arena by flush() (the rest is written at the next flush or submit). */
+  private written = 0;
   private readonly align: number;
   private readonly arena: GPUBuffer;
   private readonly reads: { staging: GPUBuffer; size: number; resolve: (b: ArrayBuffer) => void; reject: (e: unknown) => void }[] = [];
@@ -282,6 +284,22 @@ export class Recorder {
     }
   }
 
+  /**
+   * Submits what is recorded so far, so the device starts on it while the caller prepares the
+   * rest of the step on the CPU (constraint masks for the sampling that follows the forward).
+   * Scratch buffers, pending readbacks and the uniform arena carry on into the rest, which
+   * submit() sends: buffers the first part wrote stay valid for the second (queue order).
+   */
+  flush(): void {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    this.endPass();
+    const { device } = this.ctx;
+    if (this.used > this.written) device.queue.writeBuffer(this.arena, this.written, this.stage, this.written, this.used - this.written);
+    this.written = this.used;
+    device.queue.submit([this.encoder.finish()]);
+    this.encoder = device.createCommandEncoder();
+  }
+
   /** Uploads uniforms, submits the step, starts the readbacks. */
   submit(): void {
     if (this.submitted) throw new Error('Recorder: already submitted');
@@ -290,7 +308,7 @@ export class Recorder {
     const { device } = this.ctx;
     if (this.profiler && this.timed.length) this.profiler.resolve(this.encoder, this.timed);
     const timerRead = this.stepTimed ? this.ctx.stepTimer!.resolve(this.encoder) : null;
-    if (this.used > 0) device.queue.writeBuffer(this.arena, 0, this.stage, 0, this.used);
+    if (this.used > this.written) device.queue.writeBuffer(this.arena, this.written, this.stage, this.written, this.used - this.written);
     releaseStaging(this.ctx, this.stage);
     device.queue.submit([this.encoder.finish()]);
     for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
