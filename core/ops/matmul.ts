@@ -317,7 +317,10 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   const texPath = !!wt && texWeightsApply(wdt, K, variant);
   if (pn || (opts.gated && !texPath)) {
     if (texPath || opts.norm || rp) throw new Error('matmul: prenorm is the gpu decode kernel\'s fusion; it does not combine with texture weights, norm or rope');
-    if (!gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmul: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+    if (!gpuFusionApplies(M, K, variant, kernels)) {
+      if (!pn) throw new Error('matmul: a fused gated output needs texture weights (cpu variant; fusionApplies) or the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+      throw new Error('matmul: the fused prenorm needs the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+    }
     if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
     const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, { prenorm: !!pn, gated: !!opts.gated }, kernels);
     const kernel = await ctx.pipelines.get(key);

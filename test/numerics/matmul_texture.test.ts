@@ -174,8 +174,9 @@ describe.each(TEST_BACKENDS)('matmul texture weights on %s', (backend) => {
     const b = ctx.tensor(new Float32Array(N), [N], 'f32');
     const wTexture = { binding: g.tex, offset4: 0 };
     const rec = ctx.recorder();
-    await expect(matmul(rec, tx, { w: g.w }, y, { variant: 'cpu', gated: true })).rejects.toThrow(/need texture weights/);
-    await expect(matmul(rec, tx, { w: g.w }, y, { variant: 'gpu', wTexture, gated: true })).rejects.toThrow(/need texture weights/);
+    await expect(matmul(rec, tx, { w: g.w }, y, { variant: 'cpu', gated: true })).rejects.toThrow(/needs texture weights .* or the sgemv kernel/);
+    // The gpu variant gates on the sgemv decode kernel only (texture weights are the cpu variant's).
+    await expect(matmul(rec, tx, { w: g.w }, y, { variant: 'gpu', wTexture, gated: true, kernels: { decode: 'gemv', prefill: 'tile' } })).rejects.toThrow(/needs texture weights .* or the sgemv kernel/);
     await expect(matmul(rec, tx, { w: g.w }, y2, { variant: 'cpu', norm: { offset4: g.norm4, eps: 1e-5 } })).rejects.toThrow(/need texture weights/);
     await expect(matmul(rec, tx, { w: g.w, bias: b }, y, { variant: 'cpu', wTexture, gated: true })).rejects.toThrow(/no bias/);
     await expect(matmul(rec, tx, { w: g.w }, y, { variant: 'cpu', wTexture, gated: true, accumulate: true })).rejects.toThrow(/no accumulation/);

@@ -125,7 +125,8 @@ describe('scaling over HTTP', () => {
     let peak = 0;
     let done = false;
     // max_batch_size 1: every request beyond the first waits in the reader's queue.
-    const load = Promise.all(Array.from({ length: 6 }, () => generate(60).then(async (r) => ({ status: r.status, body: (await r.json()) as { text: string } }))));
+    // 6 x 150 tokens at batch 1 outlast several scaler ticks (250 ms) even on a fast host.
+    const load = Promise.all(Array.from({ length: 6 }, () => generate(150).then(async (r) => ({ status: r.status, body: (await r.json()) as { text: string } }))));
     void load.finally(() => (done = true));
     while (!done) {
       peak = Math.max(peak, (await group()).replicas.filter((r) => !r.draining).length);
