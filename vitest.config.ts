@@ -1,12 +1,14 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import { MAX_WORKERS, SLOW_GROUP } from './vitest.groups.ts';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // test/slow: the real-shape goldens, run by vitest.slow.config.ts.
-    exclude: [...configDefaults.exclude, 'test/slow/**'],
+    // The slow group (real-shape goldens, browser and Deno) runs by vitest.slow.config.ts.
+    exclude: [...configDefaults.exclude, ...SLOW_GROUP],
     // Dawn's native addon is happiest with one device per process.
     pool: 'forks',
+    maxWorkers: MAX_WORKERS,
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

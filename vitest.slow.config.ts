@@ -1,10 +1,13 @@
 import { defineConfig } from 'vitest/config';
+import { MAX_WORKERS, SLOW_GROUP } from './vitest.groups.ts';
 
-// The slow group: real-shape checkpoints against PyTorch goldens (test/slow/). Minutes on CPU emulation.
+// The slow group: real-shape checkpoints against PyTorch goldens (minutes on CPU emulation) and
+// the cross-runtime tests (headless Chromium, Deno).
 export default defineConfig({
   test: {
-    include: ['test/slow/**/*.test.ts'],
+    include: SLOW_GROUP,
     pool: 'forks',
+    maxWorkers: MAX_WORKERS,
     testTimeout: 1_800_000,
     hookTimeout: 1_800_000,
   },

@@ -1,5 +1,6 @@
-// Part of attention.wgsl and decode_megakernel.wgsl (#include _attention_common): the score
-// cap, the int8 KV codes and the window start, shared so both attentions compute alike.
+// Part of attention.wgsl, attention_splitk.wgsl, attention_prefill.wgsl and decode_megakernel.wgsl
+// (#include _attention_common): the score cap, the int8 KV codes and the window start, shared
+// so every attention computes alike.
 
 // Score cap (SOFTCAP: softcap * tanh(x); identity otherwise, as in the decode megakernel).
 fn capped(x: f32) -> f32 {

@@ -44,37 +44,8 @@ var<workgroup> krow: array<u32, BK>;             // first vec4 of each key's K/V
 var<workgroup> corr: array<f32, BQ>;             // per row: rescale of the accumulator this tile
 var<workgroup> lsum: array<f32, BQ>;             // per row: final softmax sum
 
-fn ldK(i: u32) -> vec4<f32> {
-#if KV == f16
-  let w = cacheK[i];
-  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-#else
-  return vec4<f32>(cacheK[i]);
-#endif
-}
-
-fn ldV(i: u32) -> vec4<f32> {
-#if KV == f16
-  let w = cacheV[i];
-  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-#else
-  return vec4<f32>(cacheV[i]);
-#endif
-}
-
-fn capped(x: f32) -> f32 {
-#if SOFTCAP
-  return p.softcap * tanh(clamp(x, -15.0, 15.0));
-#else
-  return x;
-#endif
-}
-
-// First attended position of a token at position pos.
-fn firstPos(pos: u32) -> u32 {
-  if (p.window > 0u && pos + 1u > p.window) { return pos + 1u - p.window; }
-  return 0u;
-}
+#include _kv_load_vec4
+#include _attention_common
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

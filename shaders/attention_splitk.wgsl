@@ -42,31 +42,8 @@ const WG: u32 = 64u;
 const NEG: f32 = -1e30;  // "minus infinity" that keeps exp() and differences finite
 
 #if PHASE == partial
-fn ldK(i: u32) -> vec4<f32> {
-#if KV == f16
-  let w = cacheK[i];
-  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-#else
-  return vec4<f32>(cacheK[i]);
-#endif
-}
-
-fn ldV(i: u32) -> vec4<f32> {
-#if KV == f16
-  let w = cacheV[i];
-  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-#else
-  return vec4<f32>(cacheV[i]);
-#endif
-}
-
-fn capped(x: f32) -> f32 {
-#if SOFTCAP
-  return p.softcap * tanh(clamp(x, -15.0, 15.0));
-#else
-  return x;
-#endif
-}
+#include _kv_load_vec4
+#include _attention_common
 
 var<workgroup> qs: array<vec4<f32>, 64>;  // q of this head, pre-scaled [headDim/4 <= 64]
 var<workgroup> ws: array<f32, WG>;        // per tile key: score, then weight

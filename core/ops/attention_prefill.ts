@@ -12,7 +12,7 @@
 import type { Recorder } from '../gpu/recorder.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
-import type { SplitAttentionOptions } from './attention_splitk.ts';
+import { FLASH_ATTENTION_FIELDS, flashAttentionParams, type SplitAttentionOptions } from './attention_splitk.ts';
 import { grid1d } from './grid.ts';
 
 /** Query rows per tile (BQ in the shader). */
@@ -26,17 +26,7 @@ export interface PrefillAttentionOptions extends Omit<SplitAttentionOptions, 'sp
 }
 
 const layout = uniformLayout([
-  ['tokens', 'u32'],
-  ['qHeads', 'u32'],
-  ['kvHeads', 'u32'],
-  ['group', 'u32'], // qHeads / kvHeads
-  ['hd4', 'u32'], // headDim / 4
-  ['rowStride4', 'u32'], // qkv row stride in vec4s
-  ['blockSize', 'u32'], // slots per block
-  ['maxBlocks', 'u32'], // blockTables columns
-  ['window', 'u32'], // positions; 0 = unlimited
-  ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
-  ['softcap', 'f32'],
+  ...FLASH_ATTENTION_FIELDS,
   ['tiles', 'u32'], // query tiles
 ] as const);
 
@@ -63,34 +53,17 @@ export async function attentionPrefill(
   out: Tensor,
   opts: PrefillAttentionOptions,
 ): Promise<void> {
-  const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
+  const { tokens, qHeads, kvHeads, headDim, rowStride } = opts;
   if (headDim % 4 !== 0 || rowStride % 4 !== 0) throw new Error(`attentionPrefill: headDim (${headDim}) and rowStride (${rowStride}) must be multiples of 4`);
   if (headDim > PREFILL_MAX_HEAD_DIM) throw new Error(`attentionPrefill: headDim <= ${PREFILL_MAX_HEAD_DIM} (got ${headDim})`);
   if (qHeads % kvHeads !== 0) throw new Error(`attentionPrefill: qHeads ${qHeads} not a multiple of kvHeads ${kvHeads}`);
   if (opts.tokenSeqHost.length !== tokens) throw new Error(`attentionPrefill: tokenSeqHost has ${opts.tokenSeqHost.length} entries for ${tokens} tokens`);
   if (tokens === 0) return;
   const ctx = rec.ctx;
-  const kvDtype = opts.kvDtype ?? 'f32';
-  const native = kvDtype === 'f16' && (opts.nativeF16 ?? ctx.gpu.caps.f16);
-  if (native && !ctx.gpu.caps.f16) throw new Error('attentionPrefill: native f16 reads need the shader-f16 feature');
   const tiles = prefillTiles(opts.tokenSeqHost);
-  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
-  const softcap = opts.softcap ?? 0;
-  const params = {
-    tokens,
-    qHeads,
-    kvHeads,
-    group: qHeads / kvHeads,
-    hd4: headDim / 4,
-    rowStride4: rowStride / 4,
-    blockSize,
-    maxBlocks: maxBlocksPerSeq,
-    window: opts.window ?? 0,
-    qScale: softcap > 0 ? scale / softcap : scale,
-    softcap,
-    tiles: tiles.length / 2,
-  };
-  const kv = kvDtype === 'f32' ? 'f32' : native ? 'f16n' : 'f16';
+  const shared = flashAttentionParams(rec, opts, 'attentionPrefill');
+  const { kv, softcap } = shared;
+  const params = { ...shared.params, tiles: tiles.length / 2 };
   const kernel = await ctx.pipelines.get({ shader: 'attention_prefill', defines: { KV: kv, SOFTCAP: softcap > 0 }, layout });
   rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, rec.upload(tiles), out], grid1d((tiles.length / 2) * qHeads));
 }

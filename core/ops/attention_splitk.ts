@@ -32,7 +32,8 @@ export interface SplitAttentionOptions extends Pick<AttentionOptions, 'tokens' |
   nativeF16?: boolean;
 }
 
-const layout = uniformLayout([
+/** The uniform fields the flash kernels (split-K decode here, tiled prefill) share, first and in this order. */
+export const FLASH_ATTENTION_FIELDS = [
   ['tokens', 'u32'],
   ['qHeads', 'u32'],
   ['kvHeads', 'u32'],
@@ -44,9 +45,40 @@ const layout = uniformLayout([
   ['window', 'u32'], // positions; 0 = unlimited
   ['qScale', 'f32'], // scale, or scale / softcap with SOFTCAP
   ['softcap', 'f32'],
+] as const;
+
+const layout = uniformLayout([
+  ...FLASH_ATTENTION_FIELDS,
   ['splitKeys', 'u32'], // positions per split
   ['splits', 'u32'], // splits per (token, head)
 ] as const);
+
+/**
+ * The shared fields' values for `opts`, the cache read mode (the KV define: f32, packed f16 or
+ * native f16) and the soft-cap. Throws when native f16 reads are asked of an adapter without them.
+ */
+export function flashAttentionParams(rec: Recorder, opts: SplitAttentionOptions, who: string): { params: Record<(typeof FLASH_ATTENTION_FIELDS)[number][0], number>; kv: 'f32' | 'f16' | 'f16n'; softcap: number } {
+  const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
+  const kvDtype = opts.kvDtype ?? 'f32';
+  const native = kvDtype === 'f16' && (opts.nativeF16 ?? rec.ctx.gpu.caps.f16);
+  if (native && !rec.ctx.gpu.caps.f16) throw new Error(`${who}: native f16 reads need the shader-f16 feature`);
+  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const softcap = opts.softcap ?? 0;
+  const params = {
+    tokens,
+    qHeads,
+    kvHeads,
+    group: qHeads / kvHeads,
+    hd4: headDim / 4,
+    rowStride4: rowStride / 4,
+    blockSize,
+    maxBlocks: maxBlocksPerSeq,
+    window: opts.window ?? 0,
+    qScale: softcap > 0 ? scale / softcap : scale,
+    softcap,
+  };
+  return { params, kv: kvDtype === 'f32' ? 'f32' : native ? 'f16n' : 'f16', softcap };
+}
 
 /** Keys per tile of the partial phase (its workgroup size). */
 const TILE = 64;
@@ -82,10 +114,7 @@ export async function attentionSplitK(
   if (headDim > 256) throw new Error(`attentionSplitK: headDim <= 256 (got ${headDim})`);
   if (qHeads % kvHeads !== 0) throw new Error(`attentionSplitK: qHeads ${qHeads} not a multiple of kvHeads ${kvHeads}`);
   if (tokens === 0) return;
-  const kvDtype = opts.kvDtype ?? 'f32';
   const ctx = rec.ctx;
-  const native = kvDtype === 'f16' && (opts.nativeF16 ?? ctx.gpu.caps.f16);
-  if (native && !ctx.gpu.caps.f16) throw new Error('attentionSplitK: native f16 reads need the shader-f16 feature');
   const capacity = maxBlocksPerSeq * blockSize;
   const span0 = Math.min(opts.maxPosition ?? capacity - 1, capacity - 1) + 1;
   const span = opts.window ? Math.min(span0, opts.window) : span0;
@@ -93,24 +122,9 @@ export async function attentionSplitK(
   if (splitKeys % TILE !== 0 || splitKeys <= 0) throw new Error(`attentionSplitK: splitKeys ${splitKeys} is not a positive multiple of ${TILE}`);
   const splits = ceilDiv(span, splitKeys);
   const hd4 = headDim / 4;
-  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
-  const softcap = opts.softcap ?? 0;
-  const params = {
-    tokens,
-    qHeads,
-    kvHeads,
-    group: qHeads / kvHeads,
-    hd4,
-    rowStride4: rowStride / 4,
-    blockSize,
-    maxBlocks: maxBlocksPerSeq,
-    window: opts.window ?? 0,
-    qScale: softcap > 0 ? scale / softcap : scale,
-    softcap,
-    splitKeys,
-    splits,
-  };
-  const kv = kvDtype === 'f32' ? 'f32' : native ? 'f16n' : 'f16';
+  const shared = flashAttentionParams(rec, opts, 'attentionSplitK');
+  const { kv, softcap } = shared;
+  const params = { ...shared.params, splitKeys, splits };
   const partBytes = tokens * qHeads * splits * (hd4 + 1) * 16;
   const part = { buffer: rec.temp(partBytes), size: partBytes };
   const partial = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0 }, layout });

@@ -9,7 +9,7 @@
  * request (none hangs) and both sides reconnect by themselves.
  *
  * Small counts (2 shared CPU cores, GPU emulated): 64 concurrent streams of
- * 12 tokens; 24 long streams under each failure.
+ * 12 tokens; 36 long streams under a front end's kill, 24 under a broker restart.
  */
 import { Svcm } from '@nats-io/services';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -124,10 +124,11 @@ describe('readers and front ends on NATS', () => {
       let started = 0;
       let allStarted: () => void = () => undefined;
       const aStarted = new Promise<void>((r) => (allStarted = r));
-      const onA = Array.from({ length: 12 }, () => {
+      // 24 long streams on A (8 per reader) keep each stream seconds long after the kill, past the readers' 1 s heartbeat.
+      const onA = Array.from({ length: 24 }, () => {
         let first = true;
         return stream(a.inference, { text: 'Once upon a time', max_new_tokens: 480, min_new_tokens: 480, consumer_group: 'chat' }, () => {
-          if (first && ++started === 12) allStarted();
+          if (first && ++started === 24) allStarted();
           first = false;
         }).catch(() => null);
       });
