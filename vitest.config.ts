@@ -8,6 +8,8 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, ...SLOW_GROUP],
     // Dawn's native addon is happiest with one device per process.
     pool: 'forks',
+    // Names the file a test process died in, when one does (see the file).
+    setupFiles: ['test/setup/process_log.ts'],
     maxWorkers: MAX_WORKERS,
     testTimeout: 120_000,
     hookTimeout: 120_000,

@@ -7,6 +7,8 @@ export default defineConfig({
   test: {
     include: SLOW_GROUP,
     pool: 'forks',
+    // Names the file a test process died in, when one does (see the file).
+    setupFiles: ['test/setup/process_log.ts'],
     maxWorkers: MAX_WORKERS,
     testTimeout: 1_800_000,
     hookTimeout: 1_800_000,
