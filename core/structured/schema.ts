@@ -584,7 +584,13 @@ class SchemaCompiler {
     const item = p.items ? this.compileSub(p.items, stack) : null;
     const lits = item ? literalAlternatives(item) : null;
     if (!lits) {
-      fail('unsupported_schema_keyword', 'uniqueItems: true is supported only when items has finitely many values (enum, const, boolean, null) or maxItems is at most 1: a token automaton cannot remember arbitrary earlier items', at, 'uniqueItems');
+      // No token automaton can remember arbitrary earlier items; an array of at most one item is
+      // always unique, so that is what is generated (a narrowing) when the schema allows it.
+      if (p.minItems <= 1) {
+        this.narrowed(at, 'uniqueItems', 'at most one item: arbitrary items cannot be kept distinct');
+        return this.arrayAst({ ...p, uniqueItems: false, maxItems: 1 }, stack);
+      }
+      fail('unsupported_schema_keyword', 'uniqueItems: true with minItems above 1 is supported only when items has finitely many values (enum, const, boolean, null): a token automaton cannot remember arbitrary earlier items', at, 'uniqueItems');
     }
     const values: unknown[] = [];
     const nodes: Node[] = [];
