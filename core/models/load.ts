@@ -318,7 +318,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   // `auto` over GGUF keeps the file's quantization, except where the megakernel would run the
   // model (software adapters, small models: megakernelEligibility, as LlamaModel decides it):
   // it reads f32 only, and decodes several times faster than the generic path over quantized
-  // weights (stories260K Q8_0 on llvmpipe: ~1,090 vs 231 tok/s), so such weights are
+  // weights (docs/kernels.md, "Tuning figures"), so such weights are
   // dequantized at load: at most 64 MiB of f32 on SwiftShader, a few million parameters
   // within llvmpipe's budget. A reader asking for a dtype gets it.
   const requested = opts.dtype ?? 'auto';

@@ -80,8 +80,7 @@ const CPU_MAX_GC = 8;
 /**
  * Largest GC · headDim/4 (vec4s) for which the cpu variant keeps q and the accumulators in
  * registers (QREG): bigger private arrays compile slowly on llvmpipe and index slowly on
- * SwiftShader. 16 prompts of 15 tokens on stories260K (GC 2, headDim 8) on llvmpipe: 19.8 → 18.9 ms
- * per prefill step (p10; docs/benchmarks.md).
+ * SwiftShader (figures: docs/kernels.md, "Tuning figures").
  */
 const CPU_QREG_MAX = 16;
 
@@ -92,9 +91,8 @@ const CPU_WG_WIDE = 16;
  * Workgroup size of the cpu variant for `items` invocations: 4 (one SwiftShader SIMD group)
  * while that leaves few workgroups, so a short decode step still spreads over the cores; 16
  * from 8 such workgroups up (prefill). Llvmpipe pays a fixed cost per workgroup and runs
- * 8 lanes at a time, so 4-invocation groups wasted half of each pass: a 240-token prefill of
- * stories260K (960 items, 5 layers) took 33.9 ms (p10) with 4 against 31.9 with 16; 8, 32
- * and 64 measured as 16; SwiftShader measured the same with 4, 8 and 16 (docs/benchmarks.md).
+ * 8 lanes at a time, so 4-invocation groups wasted half of each pass; SwiftShader is
+ * indifferent (figures: docs/kernels.md, "Tuning figures").
  */
 export function cpuAttentionWG(items: number): number {
   return items >= 8 * CPU_WG_WIDE ? CPU_WG_WIDE : CPU_WG_NARROW;

@@ -65,8 +65,7 @@ export const MEGAKERNEL_WEIGHT_SOURCES: readonly (MegakernelWeightSource | 'auto
  * from a texture (and the KV cache and activations from r32float read-write textures). On
  * both CPU emulators a workgroup is one 8-lane SIMD block computing 8 columns per
  * invocation per pass: wider workgroups and 16 columns measured slower (idle blocks at every
- * barrier, register spills; stories260K on llvmpipe, 1 / 16 sequences: 1.10 / 2.70 ms per
- * step against 1.40 / 4.0 with 32 invocations and 16 columns).
+ * barrier, register spills; docs/kernels.md, "Tuning figures").
  */
 export interface MegakernelTuning {
   weights: MegakernelWeightSource;
@@ -124,9 +123,8 @@ export function megakernelTuning(info: Pick<GpuInfo, 'name' | 'device'>, weights
  * only models whose f32 weights fit this: one workgroup (one core) streams every weight per
  * token. With texture weights (llvmpipe) the bound is one weight texture (megakernelWeightCap)
  * and the loop budget decides which steps take the megakernel (core/ops/loop_budget.ts);
- * a model past that budget still gets the texture storage for its generic path (the random
- * 24M-parameter Llama, 92 MiB: 45 ms per one-sequence decode step from the texture against
- * 162 ms from the buffer).
+ * a model past that budget still gets the texture storage for its generic path, where texel
+ * loads beat buffer loads too.
  */
 export const MEGAKERNEL_AUTO_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 
@@ -136,10 +134,9 @@ export function megakernelWeightCap(limits: Pick<GPUSupportedLimits, 'maxTexture
 }
 /**
  * `auto` on a hardware adapter with weights read from the storage buffer runs the megakernel
- * for decode-only steps of at most this many sequences. Measured on llvmpipe (stories260K,
- * before texture weights): 1 sequence 5.4 ms CPU per step vs 9.6 generic; 4 sequences 11.5
- * vs 12.8; 16 sequences 28 vs 29 — equal work, but the generic path's many small workgroups
- * balanced over both cores, so larger batches stayed generic. The CPU emulators'
+ * for decode-only steps of at most this many sequences: one workgroup per sequence streams
+ * every weight, while the generic path's many small workgroups balance over the cores, so
+ * past a few sequences the two tie and larger batches stay generic. The CPU emulators'
  * 8-invocation shape and texture weights lift the cap (megakernelTuning); `on` uses the
  * megakernel for every decode-only step.
  */
@@ -152,9 +149,7 @@ export const PACK_ALIGN_BYTES = 256;
  * Token rows (sequences) per workgroup for a step of S sequences: each loaded
  * weight serves MR rows (per-lane weight loads dominate on CPU emulation). Up to 4
  * sequences share ONE workgroup: on both CPU emulators a second workgroup bought
- * no parallelism at that size (stories260K, 2 / 3 / 4 sequences per step: llvmpipe
- * 1.6 / 1.9 / 1.8 ms as two workgroups, 1.23 / 1.6 / 1.69 as one; SwiftShader
- * 5.5 / 7.2 / 7.1 vs 3.8 / 4.5 / 5.7). Larger steps split into workgroups of at
+ * no parallelism at that size (docs/kernels.md, "Tuning figures"). Larger steps split into workgroups of at
  * most 4 rows (register blocking, as matmul.wgsl), at least two of them, each within
  * workgroup memory.
  */

@@ -129,20 +129,8 @@ const CPU_WG = 16;
 /**
  * Column octets per invocation of the cpu kernel with texture weights: 8 NO columns share each x
  * chunk (MR vec4 storage loads, ~43 ns each on llvmpipe) while W costs 8 NO texel loads (~7 ns sampled, ~4 ns from the read-only storage binding used now).
- * ms per dispatch on llvmpipe (Mesa 22, opengles, 2 cores shared with other jobs: ±20%), WG 16,
- * W from the buffer (NO 1) | texture NO 1 / 2 / 4 / 8:
- *   M=15  [N,K]=[128,64]   0.62 | 0.33 / 0.23 / 0.19 / 0.21
- *   M=15  [64,64]          0.33 | 0.17 / 0.13 / 0.13 / 0.21
- *   M=15  [344,64]         1.62 | 0.77 / 0.55 / 0.46 / 0.53
- *   M=15  [64,172]         0.84 | 0.42 / 0.29 / 0.25 / 0.35
- *   M=240 [128,64]         4.7  | 3.0  / 1.4  / 1.2  / 1.1
- *   M=240 [64,64]          4.0  | 2.1  / 1.4  / 0.9  / 0.8
- *   M=240 [344,64]         25   | 11   / 5.1  / 4.5  / 4.1
- *   M=240 [64,172]         5.9  | 2.7  / 1.8  / 1.3  / 1.1
- *   M=16  [1024,512]       18-37| 15   / 5.3-10 / 3.8-7.1 / 3.1-5.7
- * 8 octets gain 0-20% on large grids and lose on small ones, but uncached llvmpipe compiles take
- * 3-10 s per MR (4: 0.5-2.8 s; 1: 0.15-0.6 s; Mesa's disk cache hides repeats), so 4 it is.
- * Workgroup sizes 8 and 32 measured within noise of 16.
+ * 8 octets gain little on large grids, lose on small ones and compile several times slower on
+ * llvmpipe, so 4 it is (the per-shape table: docs/kernels.md, "Tuning figures").
  */
 export const TEX_OCTETS = 4;
 /** Workgroup size of the gpu gemv variant (threads splitting K for 4 columns). */

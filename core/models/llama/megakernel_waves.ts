@@ -9,15 +9,14 @@
  * the tokens in order, exactly the layout the megakernel had before waves.
  *
  * Why: on the CPU emulators a step with any prompt chunk used to take the generic path for
- * all its rows: 16 decoding sequences plus one 4-token prompt chunk cost 10.7 ms against
- * 2.6 ms for the 16 decodes alone (stories260K, llvmpipe). Pure logic, no GPU.
+ * all its rows, several times the cost of its decodes alone (figures: docs/kernels.md,
+ * "Tuning figures"). Pure logic, no GPU.
  */
 import type { StepGeometry, StepInputs } from '../step.ts';
 
 /**
  * Most waves a step may take through the megakernel: past it the generic path's batched
- * matmuls are cheaper (measured on llvmpipe with stories260K: 16 waves lose already, 8 win
- * or tie). The most tokens of multi-token chunks (prompt chunks, verify rows) per step is
+ * matmuls are cheaper (docs/kernels.md, "Tuning figures"). The most tokens of multi-token chunks (prompt chunks, verify rows) per step is
  * the adapter's (MegakernelTuning.waveChunkTokens).
  */
 export const MEGAKERNEL_MAX_WAVES = 8;
