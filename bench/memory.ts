@@ -3,7 +3,7 @@
  * model written by scripts/make_realshape.py (Qwen2.5-0.5B shape, all layers; Llama-3.2-1B
  * shape, 4 of 16 layers) and each format (bf16 safetensors as written; GGUF Q8_0 of the same
  * weights), the device bytes of the weights against the file's tensor bytes, the KV bytes per
- * token of the plan, the peak host RSS while loading against the largest weight file (RSS
+ * token of the plan (its dtype: `auto`, f16 on adapters with shader-f16) and of each KV dtype, the peak host RSS while loading against the largest weight file (RSS
  * sampled every 5 ms, minus the RSS before the load; on CPU emulation device memory is host
  * memory, so the RSS also holds the device weights: the next column subtracts them), the loader's own count of held host
  * bytes, and the load time. Checkpoints are cached under .cache/realshape/.
@@ -17,6 +17,8 @@ import { parseDecoderConfig } from '../core/formats/hf_config.ts';
 import { openSafetensorsModel, toFloat32 } from '../core/formats/safetensors.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { loadDecoder } from '../core/api/load_decoder.ts';
+import { kvBytesPerToken } from '../core/models/load.ts';
+import { KV_DTYPES, type KvDtype } from '../core/ops/kv_write.ts';
 import { dirSource, openModelPath } from '../server/fs_source.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -31,6 +33,10 @@ export interface MemoryRow {
   fileTensorBytes: number;
   deviceWeightBytes: number;
   kvBytesPerToken: number;
+  /** The plan's KV dtype. */
+  kvDtype: KvDtype;
+  /** KV bytes per token of every KV dtype. */
+  kvBytesPerTokenOf: Record<KvDtype, number>;
   largestFileBytes: number;
   peakRssDeltaBytes: number;
   peakHeldBytes: number;
@@ -75,6 +81,8 @@ async function measure(ctx: GpuContext, model: string, format: string, open: () 
       fileTensorBytes: sizes.reduce((a, b) => a + b, 0),
       deviceWeightBytes: d.loadStats.deviceWeightBytes,
       kvBytesPerToken: d.memoryPlan.kvBytesPerToken,
+      kvDtype: d.model.kvDtype,
+      kvBytesPerTokenOf: Object.fromEntries(KV_DTYPES.map((k) => [k, kvBytesPerToken(d.cfg, k)])) as Record<KvDtype, number>,
       largestFileBytes: Math.max(...sizes),
       peakRssDeltaBytes: peak - base,
       peakHeldBytes: d.loadStats.peakHostBytes,
@@ -111,9 +119,9 @@ export async function benchMemory(opts: { backend?: string; log?: (s: string) =>
 
 export function memoryTable(rows: MemoryRow[]): string {
   const mb = (n: number): string => (n / 2 ** 20).toFixed(0);
-  const head = '| model | format | file MiB | device weights MiB | device / file | KV B/token | largest file MiB | peak RSS Δ MiB (÷ largest) | RSS Δ − device MiB (÷ largest) | loader held MiB | load s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const head = '| model | format | file MiB | device weights MiB | device / file | KV B/token (plan dtype) | KV B/token f32 / f16 / q8 | largest file MiB | peak RSS Δ MiB (÷ largest) | RSS Δ − device MiB (÷ largest) | loader held MiB | load s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
   const lines = rows.map((r) =>
-    `| ${r.model} | ${r.format} | ${mb(r.fileTensorBytes)} | ${mb(r.deviceWeightBytes)} | ${(r.deviceWeightBytes / r.fileTensorBytes).toFixed(3)} | ${r.kvBytesPerToken} | ${mb(r.largestFileBytes)} | ${mb(r.peakRssDeltaBytes)} (${(r.peakRssDeltaBytes / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakRssDeltaBytes - r.deviceWeightBytes)} (${((r.peakRssDeltaBytes - r.deviceWeightBytes) / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakHeldBytes)} | ${(r.loadMs / 1000).toFixed(1)} |`,
+    `| ${r.model} | ${r.format} | ${mb(r.fileTensorBytes)} | ${mb(r.deviceWeightBytes)} | ${(r.deviceWeightBytes / r.fileTensorBytes).toFixed(3)} | ${r.kvBytesPerToken} (${r.kvDtype}) | ${KV_DTYPES.map((k) => r.kvBytesPerTokenOf[k]).join(' / ')} | ${mb(r.largestFileBytes)} | ${mb(r.peakRssDeltaBytes)} (${(r.peakRssDeltaBytes / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakRssDeltaBytes - r.deviceWeightBytes)} (${((r.peakRssDeltaBytes - r.deviceWeightBytes) / r.largestFileBytes).toFixed(2)}) | ${mb(r.peakHeldBytes)} | ${(r.loadMs / 1000).toFixed(1)} |`,
   );
   return [head, ...lines].join('\n');
 }

@@ -10,6 +10,7 @@
 //   codes packed 4 per word, then the row's f32 scale (core/ops/kv_write.ts). Reads
 //   dequantize on the fly: q.k = scaleK * (q . codes), and each V row's scale is folded
 //   into its softmax weight (the running sum l uses the unscaled weights).
+// F16=1: rows of headDim/4 vec2<u32>, four halves each (_kv_half), widened to f32 on load.
 // Variants:
 //   SHARED=0 (CPU emulation): one invocation per (token, kv head, GC query heads of its
 //     group), no workgroup memory. Keys go in tiles of 8: each loaded K/V vec4 serves
@@ -31,6 +32,9 @@
 #elif Q8
 @group(0) @binding(2) var<storage, read> cacheK: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
 @group(0) @binding(3) var<storage, read> cacheV: array<u32>;           // [numSlots, kvHeads, headDim/4 + 1] int8 x4 words, f32 scale
+#elif F16
+@group(0) @binding(2) var<storage, read> cacheK: array<vec2<u32>>;     // [numSlots, kvHeads, headDim/4] 4 halves each
+@group(0) @binding(3) var<storage, read> cacheV: array<vec2<u32>>;     // [numSlots, kvHeads, headDim/4] 4 halves each
 #else
 @group(0) @binding(2) var<storage, read> cacheK: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
 @group(0) @binding(3) var<storage, read> cacheV: array<vec4<f32>>;     // [numSlots, kvHeads, headDim/4]
@@ -72,6 +76,10 @@ fn scV(r: u32) -> f32 { return bitcast<f32>(kwV(r + p.hd4)); }
 // Cache rows r are vec4 indices within the layer, whose region starts at vec4 p.kvBase4.
 fn kvBase4() -> u32 { return p.kvBase4; }
 #include _kv_texture
+#elif F16
+#include _kv_half
+fn ldK(r: u32, d: u32) -> vec4<f32> { return unhalf4(cacheK[r + d]); }
+fn ldV(r: u32, d: u32) -> vec4<f32> { return unhalf4(cacheV[r + d]); }
 #else
 fn ldK(r: u32, d: u32) -> vec4<f32> { return cacheK[r + d]; }
 fn ldV(r: u32, d: u32) -> vec4<f32> { return cacheV[r + d]; }

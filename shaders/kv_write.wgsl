@@ -6,6 +6,7 @@
 // Q8=1: int8 cache rows of headDim/4 + 1 u32 words: the codes of elements 4i..4i+3 in
 //       word i (element 4i+b in byte b), then the f32 scale = absmax * f32(1/127);
 //       code = round(x / scale) (ties to even), |code| <= 127 (see core/ops/kv_write.ts).
+// F16=1: f16 cache rows of headDim/4 vec2<u32> (four halves each, _kv_half).
 // Variants: SHARED=0 one invocation per (token, kv head) looping over headDim/4
 //           (CPU emulation); SHARED=1 f32: one invocation per (token, kv head, vec4),
 //           consecutive threads on consecutive vec4s (coalesced, real GPUs); q8: one
@@ -17,9 +18,20 @@
 #if Q8
 @group(0) @binding(3) var<storage, read_write> cacheK: array<u32>;        // [numSlots, kvHeads, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
 @group(0) @binding(4) var<storage, read_write> cacheV: array<u32>;        // [numSlots, kvHeads, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
+#elif F16
+@group(0) @binding(3) var<storage, read_write> cacheK: array<vec2<u32>>;  // [numSlots, kvHeads, headDim/4] 4 halves each
+@group(0) @binding(4) var<storage, read_write> cacheV: array<vec2<u32>>;  // [numSlots, kvHeads, headDim/4] 4 halves each
 #else
 @group(0) @binding(3) var<storage, read_write> cacheK: array<vec4<f32>>;  // [numSlots, kvHeads, headDim/4] vec4<f32>
 @group(0) @binding(4) var<storage, read_write> cacheV: array<vec4<f32>>;  // [numSlots, kvHeads, headDim/4] vec4<f32>
+#endif
+
+#if F16
+#include _kv_half
+// A vec4 of k or v as stored in the cache.
+fn kvEl(x: vec4<f32>) -> vec2<u32> { return half4(x); }
+#else
+fn kvEl(x: vec4<f32>) -> vec4<f32> { return x; }
 #endif
 
 const WG: u32 = {{WG}}u;
@@ -94,8 +106,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (slot == 0xffffffffu) { return; }
   let src = t * p.rowStride4 + h * p.hd4 + d;
   let dst = (slot * p.kvHeads + h) * p.hd4 + d;
-  cacheK[dst] = qkv[src + p.kOff4];
-  cacheV[dst] = qkv[src + p.vOff4];
+  cacheK[dst] = kvEl(qkv[src + p.kOff4]);
+  cacheV[dst] = kvEl(qkv[src + p.vOff4]);
 #else
   // id = t * kvHeads + h
   if (id >= p.tokens * p.kvHeads) { return; }
@@ -125,8 +137,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 #else
   let dst = (slot * p.kvHeads + h) * p.hd4;
   for (var d = 0u; d < p.hd4; d++) {
-    cacheK[dst + d] = qkv[src + p.kOff4 + d];
-    cacheV[dst + d] = qkv[src + p.vOff4 + d];
+    cacheK[dst + d] = kvEl(qkv[src + p.kOff4 + d]);
+    cacheV[dst + d] = kvEl(qkv[src + p.vOff4 + d]);
   }
 #endif
 #endif

@@ -9,7 +9,8 @@
 // KV=1 (rope_kv_write, the fused decoder step): p.heads = nH + nKv, and the invocation(s)
 //   of each k head, after rotating it in place, also store it and the matching v head
 //   into the paged cache at slots[t] (0xffffffff: skipped), f32 (Q8=0) or int8 rows with
-//   an f32 absmax scale (Q8=1), exactly as kv_write.wgsl (layouts in core/ops/kv_write.ts).
+//   an f32 absmax scale (Q8=1) or halves (F16=1), exactly as kv_write.wgsl (layouts in
+//   core/ops/kv_write.ts).
 //   headDim must be a multiple of 4.
 // Variants: SHARED=0 one invocation per (token, head), no workgroup memory;
 //           SHARED=1 one workgroup per (token, head), pairs split across WG threads,
@@ -33,6 +34,9 @@
 #elif Q8
 @group(0) @binding(5) var<storage, read_write> cacheK: array<u32>;  // [numSlots, nKv, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
 @group(0) @binding(6) var<storage, read_write> cacheV: array<u32>;  // [numSlots, nKv, headDim/4 + 1] u32 (int8 x4, ..., f32 scale)
+#elif F16
+@group(0) @binding(5) var<storage, read_write> cacheK: array<vec2<u32>>;  // [numSlots, nKv, headDim/4] 4 halves each
+@group(0) @binding(6) var<storage, read_write> cacheV: array<vec2<u32>>;  // [numSlots, nKv, headDim/4] 4 halves each
 #else
 @group(0) @binding(5) var<storage, read_write> cacheK: array<vec4<f32>>;  // [numSlots, nKv, headDim/4] vec4<f32>
 @group(0) @binding(6) var<storage, read_write> cacheV: array<vec4<f32>>;  // [numSlots, nKv, headDim/4] vec4<f32>
@@ -133,6 +137,9 @@ fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32, sc: ve
   }
 }
 #else
+#if F16
+#include _kv_half
+#endif
 // Copies vec4s start, start + step, ... of kv head kvh's k (at kb) and v (at vb) rows.
 fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32) {
   if (slot == 0xffffffffu) { return; }
@@ -141,6 +148,9 @@ fn storeRow(slot: u32, kvh: u32, kb: u32, vb: u32, start: u32, step: u32) {
   for (var d = start; d < hd4; d += step) {
 #if KV_TEX
     stKV(dst, d, ld4(kb + 4u * d), ld4(vb + 4u * d));
+#elif F16
+    cacheK[dst + d] = half4(ld4(kb + 4u * d));
+    cacheV[dst + d] = half4(ld4(vb + 4u * d));
 #else
     cacheK[dst + d] = ld4(kb + 4u * d);
     cacheV[dst + d] = ld4(vb + 4u * d);

@@ -79,7 +79,7 @@ export function tiledProblem(variant: Variant, cfg: Pick<DecoderConfig, 'headDim
 /** Why split-K decode attention cannot run this model on this plan (null: it can). */
 export function splitKProblem(variant: Variant, cfg: Pick<DecoderConfig, 'headDim'>, kvDtype: KvDtype): string | null {
   if (variant !== 'gpu') return 'kernel variant cpu (the CPU emulators keep their register-blocked kernels)';
-  if (kvDtype !== 'f32') return `KV dtype ${kvDtype}`;
+  if (kvDtype === 'q8') return `KV dtype ${kvDtype}`;
   if (cfg.headDim % 4 !== 0 || cfg.headDim > 256) return `head dim ${cfg.headDim} (needs a multiple of 4, at most 256)`;
   return null;
 }

@@ -83,8 +83,12 @@ export interface LoadOptions {
   prefixCaching?: boolean;
   /** Logit rows per step (default maxSeqs); a target verifying k draft tokens needs maxSeqs * (k + 1). */
   maxLogitRows?: number;
-  /** KV-cache storage (default f32): q8 = int8 with one f32 scale per (token, kv head), see core/ops/kv_write.ts. */
-  kvCacheDtype?: KvDtype;
+  /**
+   * KV-cache storage (layouts in core/ops/kv_write.ts): f32; f16 (half the bytes); q8 = int8 with one
+   * f32 scale per (token, kv head). Default `auto`: f16 where the adapter has `shader-f16`, except where
+   * the decode megakernel runs the model (it reads f32 and q8 caches); f32 elsewhere.
+   */
+  kvCacheDtype?: KvDtype | 'auto';
   /** Llama family: prompt chunks through the decode megakernel in waves (default true; false = decode steps only, for A/B measurements). */
   megakernelWaves?: boolean;
   /**
@@ -279,6 +283,16 @@ async function openDecoder(ctx: GpuContext, ms: ModelSource, host: HostBytes): P
   return { cfg, generation, tokenizer, weights, format, rawConfig, loadVision };
 }
 
+/**
+ * The KV dtype `auto` picks: f16 (half the bytes of f32, twice the tokens in the same pool) where
+ * the adapter computes in f16 anyway (`shader-f16`) and the head dim packs into vec4s; f32 where
+ * the decode megakernel runs the model (it reads f32 and q8 rows; such models' caches are small)
+ * or the adapter lacks shader-f16 (the CPU emulators keep the paths they were tuned and checked on).
+ */
+export function autoKvDtype(a: { shaderF16: boolean; headDim: number; megakernelRuns: boolean }): 'f32' | 'f16' {
+  return a.shaderF16 && a.headDim % 4 === 0 && !a.megakernelRuns ? 'f16' : 'f32';
+}
+
 /** Geometry, weight dtype and the preflight memory plan of an opened decoder (nothing allocated). */
 async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptions) {
   const { cfg, weights, format } = o;
@@ -286,8 +300,8 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   const maxContext = Math.min(opts.maxContext ?? cfg.maxPositions, cfg.maxPositions);
   const maxSeqs = opts.maxSeqs ?? 16;
   const maxBlocksPerSeq = Math.ceil(maxContext / blockSize);
-  const kvDtype = opts.kvCacheDtype ?? 'f32';
-  if (kvDtype === 'q8' && cfg.headDim % 4 !== 0) throw new Error(`kvCacheDtype q8 needs headDim % 4 == 0 (got ${cfg.headDim})`);
+  const requestedKv = opts.kvCacheDtype ?? 'auto';
+  if (requestedKv !== 'f32' && requestedKv !== 'auto' && cfg.headDim % 4 !== 0) throw new Error(`kvCacheDtype ${requestedKv} needs headDim % 4 == 0 (got ${cfg.headDim})`);
   const maxTokens = opts.maxTokensPerStep ?? 256;
   const logitRows = opts.maxLogitRows ? Math.max(opts.maxLogitRows, maxSeqs) : maxSeqs;
   // Device memory: the budget (configured, else probed on hardware adapters, else a default),
@@ -297,24 +311,34 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   const budget = await resolveBudget(ctx, opts.gpuMemoryBytes, opts.probeMemory ?? true);
   const planFor = (weightBytes: number): MemoryPlan =>
     planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
-  // The decode plan, resolved once: kernels per op, storage, the megakernel's mode and tuning.
-  const plan = resolveDecodePlan(ctx.gpu, cfg, kvDtype, { ...opts.decode, variant: ctx.variant });
+  // The decode plan, resolved once: kernels per op, storage, the megakernel's mode and tuning
+  // (the tuning and mode do not depend on the KV dtype; the attention kernels do).
+  const planWith = (kv: KvDtype): DecodePlan => resolveDecodePlan(ctx.gpu, cfg, kv, { ...opts.decode, variant: ctx.variant });
+  const f32Plan = planWith('f32');
   // Weights go into ONE f32 buffer when the decode megakernel would run this model (it binds
   // them whole; the generic path reads the same buffer through tensor offsets).
-  const tuning = plan.megakernel.tuning;
+  const tuning = f32Plan.megakernel.tuning;
   // (A model past llvmpipe's loop budget is still packed: its generic path reads the texture copy.)
-  const eligibility = (f32Weights: boolean): ReturnType<typeof megakernelEligibility> =>
+  const eligibilityWith = (kv: KvDtype, f32Weights: boolean): ReturnType<typeof megakernelEligibility> =>
     megakernelEligibility(
       ctx,
       cfg,
       {
-        mode: plan.megakernel.mode,
-        kvDtype,
+        mode: f32Plan.megakernel.mode,
+        kvDtype: kv,
         f32Weights,
         weightBytes: packedLlamaBytes(cfg, !cfg.tieEmbeddings && weights.has('lm_head.weight')),
       },
       tuning,
     );
+  // `auto` KV (autoKvDtype) asks whether the megakernel would run the model with an f32 cache.
+  const megakernelRunsF32 = (() => {
+    const e = eligibilityWith('f32', true);
+    return e.support === null && e.budget === null;
+  })();
+  const kvDtype: KvDtype = requestedKv !== 'auto' ? requestedKv : autoKvDtype({ shaderF16: ctx.gpu.caps.f16, headDim: cfg.headDim, megakernelRuns: megakernelRunsF32 });
+  const plan = kvDtype === 'f32' ? f32Plan : planWith(kvDtype);
+  const eligibility = (f32Weights: boolean): ReturnType<typeof megakernelEligibility> => eligibilityWith(kvDtype, f32Weights);
   // `auto` over GGUF keeps the file's quantization, except where the megakernel would run the
   // model (software adapters, small models: megakernelEligibility, as LlamaModel decides it):
   // it reads f32 only, and decodes several times faster than the generic path over quantized

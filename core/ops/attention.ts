@@ -124,9 +124,10 @@ export async function attention(
   const scale = opts.scale ?? 1 / Math.sqrt(headDim);
   const softcap = opts.softcap ?? 0;
   const q8 = opts.kvDtype === 'q8';
+  const f16 = opts.kvDtype === 'f16';
   const tex = isKvTexture(cacheK);
   if (tex !== isKvTexture(cacheV)) throw new Error('attention: K and V caches must both be textures or both buffers');
-  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, q8 ? 'q8' : 'f32', 'attention');
+  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, opts.kvDtype ?? 'f32', 'attention');
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const GC = divisorAtMost(group, CPU_MAX_GC);
   if (shared && headDim > 256) throw new Error(`attention: the gpu variant supports headDim <= 256 (got ${headDim})`);
@@ -143,8 +144,8 @@ export async function attention(
   const kernel = await rec.ctx.pipelines.get({
     shader: 'attention',
     defines: shared
-      ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex }
-      : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, KV_TEX: tex, QREG: qreg, HD4: hd4, PASSES: passes > 1 },
+      ? { SHARED: true, WG, SOFTCAP: softcap > 0, Q8: q8, F16: f16, KV_TEX: tex }
+      : { SHARED: false, WG, GC, SOFTCAP: softcap > 0, Q8: q8, F16: f16, KV_TEX: tex, QREG: qreg, HD4: hd4, PASSES: passes > 1 },
     layout,
   });
   const params = {
@@ -156,7 +157,7 @@ export async function attention(
     rowStride4: rowStride / 4,
     blockSize,
     maxBlocks: maxBlocksPerSeq,
-    kvStride: q8 ? kvRowWords(headDim, 'q8') : hd4,
+    kvStride: q8 ? kvRowWords(headDim, 'q8') : hd4, // f16: vec2<u32> units, one per 4 elements
     window: opts.window ?? 0,
     qScale: softcap > 0 ? scale / softcap : scale,
     softcap,

@@ -4,10 +4,32 @@
  * passes copies when it needs the originals). f32 caches are Float32Array
  * `[slots, kvHeads, headDim]`; q8 caches are Uint32Array in the GPU layout
  * `[slots, kvHeads, headDim/4 + 1]` (see kv_write.ts), quantized here exactly
- * as specified there (scale in f32, codes from x / scale in float64).
+ * as specified there (scale in f32, codes from x / scale in float64); f16
+ * caches are Uint32Array `[slots, kvHeads, headDim/2]`, halves rounded to nearest
+ * even after clamping to ±65504.
  * Slot 0xffffffff (NO_SLOT) skips the token.
  */
+import { f16ToF32, f32ToF16 } from '../formats/gguf_quants.ts';
 import { kvRowWords, NO_SLOT, type KvWriteOptions } from './kv_write.ts';
+
+/** f16's largest finite value: the shaders clamp to it before packing (_kv_half.wgsl). */
+export const HALF_MAX = 65504;
+
+/** Packs `x` (one row of headDim) into `out` at word `at`: element 2i in the low half of word i. */
+export function packRowF16(x: ArrayLike<number>, out: Uint32Array, at: number): void {
+  const half = (v: number): number => f32ToF16(Math.max(-HALF_MAX, Math.min(HALF_MAX, v)));
+  for (let w = 0; w < x.length / 2; w++) out[at + w] = (half(x[2 * w]!) | (half(x[2 * w + 1]!) << 16)) >>> 0;
+}
+
+/** An f16 cache `[rows, headDim/2]` u32 as f32 `[rows, headDim]`. */
+export function unpackKvF16Ref(cache: Uint32Array): Float32Array<ArrayBuffer> {
+  const out = new Float32Array(cache.length * 2);
+  for (let w = 0; w < cache.length; w++) {
+    out[2 * w] = f16ToF32(cache[w]! & 0xffff);
+    out[2 * w + 1] = f16ToF32(cache[w]! >>> 16);
+  }
+  return out;
+}
 
 /** f32(1/127): scale = absmax * INV127 is one correctly rounded f32 product, on the GPU too. */
 export const INV127 = Math.fround(1 / 127);
@@ -58,7 +80,10 @@ export function kvWriteRef(
 ): void {
   const hd = o.headDim;
   const q8 = o.kvDtype === 'q8';
-  if (q8 !== (cacheK instanceof Uint32Array && cacheV instanceof Uint32Array)) throw new Error('kvWriteRef: q8 caches are Uint32Array, f32 caches Float32Array');
+  const f16 = o.kvDtype === 'f16';
+  if (q8 || f16 ? !(cacheK instanceof Uint32Array && cacheV instanceof Uint32Array) : !(cacheK instanceof Float32Array && cacheV instanceof Float32Array)) {
+    throw new Error('kvWriteRef: q8 and f16 caches are Uint32Array, f32 caches Float32Array');
+  }
   const R = kvRowWords(hd, o.kvDtype ?? 'f32');
   for (let t = 0; t < o.tokens; t++) {
     const slot = slots[t]!;
@@ -70,6 +95,9 @@ export function kvWriteRef(
       if (q8) {
         quantizeRowQ8(qkv.subarray(k, k + hd), cacheK as Uint32Array, dst);
         quantizeRowQ8(qkv.subarray(v, v + hd), cacheV as Uint32Array, dst);
+      } else if (f16) {
+        packRowF16(qkv.subarray(k, k + hd), cacheK as Uint32Array, dst);
+        packRowF16(qkv.subarray(v, v + hd), cacheV as Uint32Array, dst);
       } else {
         (cacheK as Float32Array).set(qkv.subarray(k, k + hd), dst);
         (cacheV as Float32Array).set(qkv.subarray(v, v + hd), dst);

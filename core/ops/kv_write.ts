@@ -17,6 +17,11 @@
  *         scale = absmax * f32(1/127) (0 for an all-zero row),
  *         code = round_half_even(x / scale) in [-127, 127], x ≈ code * scale.
  *         hd + 4 bytes per (token, kv head) instead of 4 hd: 3.9x smaller at hd 128.
+ *   f16 — `[numSlots, kvHeads, headDim/2]` u32: the row's elements as IEEE halves, two per
+ *         word, element 2i in the low 16 bits of word i (WGSL pack2x16float; the bytes of a
+ *         native f16 array), rounded to nearest and clamped to ±65504. Packed words rather
+ *         than `array<f16>` so adapters without `shader-f16` read and write the same cache;
+ *         the flash kernels read it natively where the adapter has the feature.
  */
 import type { GpuContext } from '../gpu/context.ts';
 import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
@@ -46,8 +51,9 @@ export function isKvTexture(s: KvStore): s is KvTexture {
   return 'view' in s;
 }
 
-/** Throws unless K and V textures have the format a `dtype` cache needs (r32float for f32, r32uint for q8). */
+/** Throws unless K and V textures have the format a `dtype` cache needs (r32float for f32, r32uint for q8; f16 caches live in buffers only). */
 export function checkKvTextureFormat(k: TextureBinding, v: TextureBinding, dtype: KvDtype, op: string): void {
+  if (dtype === 'f16') throw new Error(`${op}: f16 caches live in storage buffers, not KV textures`);
   const want = dtype === 'q8' ? 'r32uint' : 'r32float';
   if (k.texture.format !== want || v.texture.format !== want) throw new Error(`${op}: a ${dtype} cache needs ${want} KV textures (got ${k.texture.format}, ${v.texture.format})`);
 }
@@ -68,13 +74,18 @@ export function createR32Texture(ctx: Pick<GpuContext, 'device' | 'gpu'>, floats
 /** Slot value that makes kvWrite skip a token. */
 export const NO_SLOT = 0xffffffff;
 
-/** KV-cache storage: f32, or int8 with one f32 scale per (slot, kv head) row. */
-export type KvDtype = 'f32' | 'q8';
-export const KV_DTYPES: readonly KvDtype[] = ['f32', 'q8'];
+/** KV-cache storage: f32, f16 (packed halves), or int8 with one f32 scale per (slot, kv head) row. */
+export type KvDtype = 'f32' | 'f16' | 'q8';
+export const KV_DTYPES: readonly KvDtype[] = ['f32', 'f16', 'q8'];
 
 /** u32 words per (slot, kv head) row of a cache of this dtype. */
 export function kvRowWords(headDim: number, dtype: KvDtype): number {
-  return dtype === 'q8' ? headDim / 4 + 1 : headDim;
+  return dtype === 'q8' ? headDim / 4 + 1 : dtype === 'f16' ? headDim / 2 : headDim;
+}
+
+/** The element type of a cache tensor of this dtype: f32 rows, or u32 words (q8 codes and scales, packed halves). */
+export function kvTensorDtype(dtype: KvDtype): 'f32' | 'u32' {
+  return dtype === 'f32' ? 'f32' : 'u32';
 }
 
 /** Bytes of K plus V per token per layer. */
@@ -111,9 +122,9 @@ export async function kvWrite(rec: Recorder, qkv: Tensor, slots: Tensor, cacheK:
   const q8 = opts.kvDtype === 'q8';
   const shared = (opts.variant ?? rec.ctx.variant) === 'gpu';
   const WG = shared ? 64 : 8;
-  const kernel = await rec.ctx.pipelines.get({ shader: 'kv_write', defines: { WG, SHARED: shared, Q8: q8 }, layout });
+  const kernel = await rec.ctx.pipelines.get({ shader: 'kv_write', defines: { WG, SHARED: shared, Q8: q8, F16: opts.kvDtype === 'f16' }, layout });
   const hd4 = headDim / 4;
-  // f32: gpu = one thread per vec4, cpu = one invocation per (token, kv head).
+  // f32 and f16: gpu = one thread per vec4, cpu = one invocation per (token, kv head).
   // q8: gpu = one workgroup per (token, kv head) (the absmax is a reduction), cpu as f32.
   const groups = shared ? (q8 ? tokens * kvHeads : ceilDiv(tokens * kvHeads * hd4, WG)) : ceilDiv(tokens * kvHeads, WG);
   rec.dispatch(

@@ -42,10 +42,10 @@ export async function ropeKvWrite(
   const WG = shared ? 64 : 16;
   const tex = isKvTexture(cacheK);
   if (tex !== isKvTexture(cacheV)) throw new Error('ropeKvWrite: K and V caches must both be textures or both buffers');
-  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, opts.kvDtype === 'q8' ? 'q8' : 'f32', 'ropeKvWrite');
+  if (isKvTexture(cacheK) && isKvTexture(cacheV)) checkKvTextureFormat(cacheK, cacheV, opts.kvDtype ?? 'f32', 'ropeKvWrite');
   const kernel = await rec.ctx.pipelines.get({
     shader: 'rope',
-    defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm, KV: true, Q8: opts.kvDtype === 'q8', KV_TEX: tex },
+    defines: { WG, SHARED: shared, INTERLEAVED: opts.style === 'interleaved', QK_NORM: !!opts.qkNorm, KV: true, Q8: opts.kvDtype === 'q8', F16: opts.kvDtype === 'f16', KV_TEX: tex },
     layout: ropeLayout,
   });
   const heads = qHeads + kvHeads;

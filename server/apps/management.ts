@@ -100,7 +100,7 @@ export function managementApp(svc: Service): { app: Hono; spec: ApiSpec } {
       max_context: 'context limit in tokens (default: the model\'s)',
       max_seqs: 'sequences the KV pool is sized for (default 16, as a reader)',
       dtype: 'auto (default), f32, f16, q8_0, q4_0',
-      kv_cache_dtype: 'f32 (default) or q8',
+      kv_cache_dtype: 'auto (default: f16 where the adapter has shader-f16 and the megakernel does not run the model, else f32), f32, f16 or q8',
       gpu_memory: 'device memory budget in bytes (default: WEFT_GPU_MEMORY, else the adapter default)',
     },
   });

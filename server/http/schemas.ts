@@ -93,7 +93,7 @@ export const ReaderSpecBody = z
     max_context: z.number().int().optional(),
     page_cache_size: z.union([z.string(), z.number()]).optional(),
     prefix_caching: z.boolean().optional(),
-    kv_cache_dtype: z.enum(['f32', 'q8']).optional(),
+    kv_cache_dtype: z.enum(['auto', 'f32', 'f16', 'q8']).optional(),
     type: z.enum(['generate', 'embed', 'classify']).optional().describe('What the reader serves; absent = detected from config.json.'),
     batch_duration_millis: z.number().int().optional().describe('Encoders: longest wait of a partial batch, ms (default 5).'),
     constraint_compile_millis: z.number().int().optional().describe('Longest one constraint may take to compile on this reader, ms (default: constraint_compile_millis).'),

@@ -25,7 +25,7 @@ export interface PlanQuery {
 }
 
 const DTYPES: readonly WeightDType[] = ['auto', 'f32', 'f16', 'q8_0', 'q4_0'];
-const KV_DTYPES: readonly KvDtype[] = ['f32', 'q8'];
+const KV_DTYPES: readonly (KvDtype | 'auto')[] = ['auto', 'f32', 'f16', 'q8'];
 
 function positiveInt(v: string | undefined, field: string): number | undefined {
   if (v === undefined || v === '') return undefined;

@@ -21,8 +21,12 @@ export interface ReaderSpec {
   /** KV-cache pool: bytes, or `X%` of the GPU memory budget. */
   pageCacheSize?: string | number;
   prefixCaching?: boolean;
-  /** KV-cache storage (`f32` by default; `q8` = int8 + per-(token, kv head) scales, ~4x the tokens per byte). */
-  kvCacheDtype?: 'f32' | 'q8';
+  /**
+   * KV-cache storage: `auto` (default: f16 where the adapter has shader-f16, except models the decode
+   * megakernel runs; else f32), `f32`, `f16` (2x the tokens per byte) or `q8` (int8 + per-(token, kv
+   * head) scales, ~4x the tokens per byte).
+   */
+  kvCacheDtype?: 'auto' | 'f32' | 'f16' | 'q8';
   /** Pipeline warm-up before ready (config `warmup`; default `auto`). */
   warmup?: 'auto' | 'on' | 'off';
   /** Explicit id; generated when absent. */
@@ -57,7 +61,7 @@ export interface ReaderSpec {
 const READER_TYPES = ['generate', 'embed', 'classify'] as const;
 
 const DTYPES = ['auto', 'f32', 'f16', 'q8_0', 'q4_0'] as const;
-const KV_CACHE_DTYPES = ['f32', 'q8'] as const;
+const KV_CACHE_DTYPES = ['auto', 'f32', 'f16', 'q8'] as const;
 
 function intOpt(o: Record<string, unknown>, snake: string, camel: string, min: number, max: number): number | undefined {
   const v = o[snake] ?? o[camel];

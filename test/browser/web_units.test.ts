@@ -47,7 +47,7 @@ describe('memory calculator', () => {
 
   it('prices KV rows exactly as the engine lays them out', () => {
     for (const [kvHeads, headDim] of [[4, 8], [8, 128], [2, 64]] as const) {
-      for (const kv of ['f32', 'q8'] as const) expect(2 * kvHeads * kvRowBytes(headDim, kv)).toBe(kvBytesPerTokenLayer(kvHeads, headDim, kv));
+      for (const kv of ['f32', 'f16', 'q8'] as const) expect(2 * kvHeads * kvRowBytes(headDim, kv)).toBe(kvBytesPerTokenLayer(kvHeads, headDim, kv));
     }
   });
 

@@ -21,16 +21,14 @@
  *    8/8 agree everywhere; the margins guarantee 8, Qwen3 2).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DecoderConfig } from '../../core/formats/hf_config.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
-import { argmax, LlamaReference } from '../../core/models/llama/reference.ts';
-import type { StepInputs } from '../../core/models/step.ts';
 import { dequantKvRef, quantizeRowQ8 } from '../../core/ops/kv_write.ref.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
-import { absMax, allPositionLogits, DECODER_FIXTURES, fixtureSource, getter, goldenLogits, hfTensors, maxAbsDiff, readGolden } from '../helpers/tiny_decoder.ts';
+import { type Comparison, compareCaches, describeComparison } from '../helpers/kv_compare.ts';
+import { absMax, allPositionLogits, DECODER_FIXTURES, fixtureSource, goldenLogits, maxAbsDiff, readGolden } from '../helpers/tiny_decoder.ts';
 import { PROMPT_IDS, REFERENCE_IDS } from './stories260k.fixture.ts';
 
 /**
@@ -59,134 +57,19 @@ afterAll(() => {
   if (observed.length) console.info(`q8 KV cache vs f32 / golden:\n  ${observed.join('\n  ')}`);
 });
 
-/** Top-1 minus top-2 logit. */
-function margin(l: Float32Array): number {
-  let a = -Infinity;
-  let b = -Infinity;
-  for (const x of l) {
-    if (x > a) [a, b] = [x, a];
-    else if (x > b) b = x;
-  }
-  return a - b;
-}
-
-/**
- * Runs `prompt` then `forced` (teacher-forced) through the model the way the
- * engine does for one sequence: one prefill step, then one decode step per
- * token. Returns the logits of every step: [forced.length + 1][V].
- */
-async function forcedRun(d: LoadedDecoder, prompt: readonly number[], forced: readonly number[]): Promise<Float32Array[]> {
-  const { model } = d;
-  const geo = model.geo;
-  const kv = d.engine.runner.kv;
-  const seq = 'kv8-forced';
-  const total = prompt.length + forced.length;
-  if (!kv.allocate(seq, total)) throw new Error('KV pool exhausted');
-  try {
-    const table = kv.blockTable(seq);
-    const blockTables = new Uint32Array(geo.maxBlocksPerSeq);
-    blockTables.set(table);
-    const slot = (pos: number) => table[Math.floor(pos / geo.blockSize)]! * geo.blockSize + (pos % geo.blockSize);
-    const out: Float32Array[] = [];
-    for (let i = 0; i <= forced.length; i++) {
-      const ids = i === 0 ? prompt : [forced[i - 1]!];
-      const p0 = i === 0 ? 0 : prompt.length + i - 1;
-      const inputs: StepInputs = {
-        tokens: Uint32Array.from(ids),
-        positions: Uint32Array.from(ids, (_, j) => p0 + j),
-        tokenSeq: new Uint32Array(ids.length),
-        slots: Uint32Array.from(ids, (_, j) => slot(p0 + j)),
-        blockTables,
-        numSeqs: 1,
-        logitRows: Uint32Array.of(ids.length - 1),
-      };
-      const rec = model.ctx.recorder();
-      const logits = await model.record(rec, inputs);
-      const read = rec.readback(logits!);
-      rec.submit();
-      out.push(new Float32Array(await read));
-    }
-    return out;
-  } finally {
-    kv.free(seq);
-  }
-}
-
-/**
- * A LlamaReference whose KV cache holds every (token, kv head) row quantized
- * to q8 and back, as the GPU cache does (it wraps the reference's per-layer
- * cache arrays, failing loudly if their names change).
- */
-function q8Reference(cfg: DecoderConfig, get: (n: string) => Float32Array): LlamaReference {
-  const ref = new LlamaReference(cfg, get);
-  const r = ref as unknown as { kCache: Float32Array[][]; vCache: Float32Array[][] };
-  if (!Array.isArray(r.kCache) || !Array.isArray(r.vCache)) throw new Error('LlamaReference no longer has kCache / vCache arrays');
-  const hd = cfg.headDim;
-  const roundTrip = (x: Float32Array): Float32Array => {
-    const row = new Uint32Array(hd / 4 + 1);
-    const out = new Float32Array(x.length);
-    for (let h = 0; h < x.length / hd; h++) {
-      quantizeRowQ8(x.subarray(h * hd, (h + 1) * hd), row, 0);
-      out.set(dequantKvRef(row, hd), h * hd);
-    }
-    return out;
-  };
-  const wrap = (): Float32Array[] => {
-    const a: Float32Array[] = [];
-    a.push = (...xs: Float32Array[]) => Array.prototype.push.apply(a, xs.map(roundTrip));
-    return a;
-  };
-  r.kCache = r.kCache.map(wrap);
-  r.vCache = r.vCache.map(wrap);
-  return ref;
-}
-
-interface Comparison {
-  /** max over steps of max |Δlogit|, q8 vs f32 cache. */
-  vsF32: number;
-  /** max |Δlogit|, GPU q8 vs the q8-emulating CPU reference. */
-  vsEmulated: number;
-  /** Leading greedy ids the margins guarantee, and how many agree in the free-running q8 run. */
-  guaranteed: number;
-  agree: number;
-  positionwise: number;
-}
-
-/**
- * Teacher-forces `ids` (the f32 greedy continuation of `prompt`) through the f32
- * and q8 models and the q8-emulating reference, then runs q8 greedy freely.
- */
-async function compare(f32: LoadedDecoder, q8: LoadedDecoder, ms: ModelSource, prompt: readonly number[], ids: readonly number[]): Promise<Comparison> {
-  const forced = ids.slice(0, -1);
-  const a = await forcedRun(f32, prompt, forced);
-  const b = await forcedRun(q8, prompt, forced);
-  expect(a.map((l) => argmax(l))).toEqual(ids); // the f32 cache reproduces the run
-  const ref = q8Reference(q8.cfg, getter(await hfTensors(ms)));
-  let e: Float32Array = new Float32Array(0);
-  for (const t of prompt) e = ref.step(t);
-  let vsEmulated = maxAbsDiff(b[0]!, e);
-  forced.forEach((t, i) => (vsEmulated = Math.max(vsEmulated, maxAbsDiff(b[i + 1]!, ref.step(t)))));
-  const deltas = a.map((l, i) => maxAbsDiff(l, b[i]!));
-  // Where 2 * |Δ|∞ < the f32 top-1/top-2 margin the argmax cannot flip.
-  const unsafe = deltas.findIndex((d, i) => 2 * d >= margin(a[i]!));
-  const run = await q8.engine.complete(prompt, { maxNewTokens: ids.length, sampling: { temperature: 0 }, ignoreEos: true });
-  let agree = 0;
-  while (agree < ids.length && run.tokenIds[agree] === ids[agree]) agree++;
-  return {
-    vsF32: Math.max(...deltas),
-    vsEmulated,
-    guaranteed: unsafe < 0 ? ids.length : unsafe,
-    agree,
-    positionwise: run.tokenIds.filter((t, i) => t === ids[i]).length,
-  };
+/** A q8 cache row: quantized to int8 codes and one scale, and back. */
+function q8RoundTrip(x: Float32Array): Float32Array {
+  const row = new Uint32Array(x.length / 4 + 1);
+  quantizeRowQ8(x, row, 0);
+  return dequantKvRef(row, x.length);
 }
 
 function record(what: string, c: Comparison, n: number): void {
-  observed.push(
-    `${what}: q8 vs f32 cache ${c.vsF32.toExponential(2)}, GPU q8 vs emulated-q8 reference ${c.vsEmulated.toExponential(2)}; ` +
-      `greedy ids: first ${c.agree}/${n} agree (${c.positionwise}/${n} positionwise), margins guarantee ${c.guaranteed}`,
-  );
+  observed.push(describeComparison(what, 'q8', c, n));
 }
+
+const compare = (f32: LoadedDecoder, q8: LoadedDecoder, ms: ModelSource, prompt: readonly number[], ids: readonly number[]): Promise<Comparison> =>
+  compareCaches(f32, q8, ms, prompt, ids, q8RoundTrip);
 
 describe.each(TEST_BACKENDS)('q8 KV cache on %s', (backend) => {
   describe('stories260K', () => {

@@ -5,16 +5,17 @@
  * ratios 1..8, hd 8..256, soft-capping, sliding window and a custom scale.
  * Unused cache slots and unused block-table entries point at NaN, so any read
  * outside a token's causal range poisons the output and fails the check.
- * Both cache dtypes: q8 history rows are quantized by the reference, unused q8
- * rows have NaN scales; the q8 reference attends over the GPU's own caches
- * (read back after the step, dequantized), so the check isolates attention's
- * on-the-fly dequantization from kv_write's rounding (tested in kv_write.test.ts).
+ * Every cache dtype: q8 and f16 history rows are quantized (packed) by the
+ * reference, unused q8 rows have NaN scales, unused f16 rows NaN halves; the q8
+ * and f16 references attend over the GPU's own caches (read back after the step,
+ * widened), so the check isolates attention's on-the-fly widening from kv_write's
+ * rounding (tested in kv_write.test.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { attention, cpuAttentionWG } from '../../core/ops/attention.ts';
 import { attentionRef } from '../../core/ops/attention.ref.ts';
 import { kvRowWords, kvWrite, type KvDtype } from '../../core/ops/kv_write.ts';
-import { dequantKvRef, kvWriteRef, quantizeRowQ8 } from '../../core/ops/kv_write.ref.ts';
+import { dequantKvRef, kvWriteRef, packRowF16, quantizeRowQ8, unpackKvF16Ref } from '../../core/ops/kv_write.ref.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, rng, TOL_F32 } from '../helpers/gpu.ts';
 
 interface Case {
@@ -59,6 +60,13 @@ function quantizeCache(f: Float32Array, hd: number): Uint32Array {
     if (Number.isNaN(x[0])) out.fill(0x7fc00000, r * R, (r + 1) * R);
     else quantizeRowQ8(x, out, r * R);
   }
+  return out;
+}
+
+/** An f16 cache in the GPU layout from an f32 one (NaN stays NaN). */
+function packCache(f: Float32Array): Uint32Array {
+  const out = new Uint32Array(f.length / 2);
+  packRowF16(f, out, 0);
   return out;
 }
 
@@ -123,12 +131,13 @@ it('the cpu variant widens its workgroups only for prefill-sized steps', () => {
 });
 
 describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant) => {
-  it.each(CASES.flatMap((c) => (['f32', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
+  it.each(CASES.flatMap((c) => (['f32', 'f16', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
     const ctx = await gpuFor(backend);
     const st = makeStep(c, c.hd * 31 + c.nH);
     const { T, rowStride } = st;
     const shape = { qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride, tokens: T, kvDtype: c.kvDtype };
     const q8 = c.kvDtype === 'q8';
+    const f16 = c.kvDtype === 'f16';
     const aopts = {
       ...shape,
       blockSize: c.bs,
@@ -139,8 +148,10 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
       maxPosition: Math.max(...st.positions),
     };
     const tq = ctx.tensor(st.qkv, [T, rowStride], 'f32');
-    const tk = q8 ? ctx.tensor(quantizeCache(st.cacheK, c.hd), [(st.cacheK.length / c.hd) * kvRowWords(c.hd, 'q8')], 'u32') : ctx.tensor(st.cacheK, [st.cacheK.length], 'f32');
-    const tv = q8 ? ctx.tensor(quantizeCache(st.cacheV, c.hd), [(st.cacheV.length / c.hd) * kvRowWords(c.hd, 'q8')], 'u32') : ctx.tensor(st.cacheV, [st.cacheV.length], 'f32');
+    const cacheTensor = (f: Float32Array) =>
+      q8 ? ctx.tensor(quantizeCache(f, c.hd), [(f.length / c.hd) * kvRowWords(c.hd, 'q8')], 'u32') : f16 ? ctx.tensor(packCache(f), [f.length / 2], 'u32') : ctx.tensor(f, [f.length], 'f32');
+    const tk = cacheTensor(st.cacheK);
+    const tv = cacheTensor(st.cacheV);
     const tpos = ctx.tensor(st.positions, [T], 'u32');
     const tseq = ctx.tensor(st.tokenSeq, [T], 'u32');
     const tslot = ctx.tensor(st.slots, [T], 'u32');
@@ -173,13 +184,16 @@ describe.each(BACKEND_VARIANTS)('attention on %s, %s variant', (backend, variant
     }
     const passReads = passOuts.map((t) => rec.readback(t));
     const got = rec.readback(tout);
-    const gk = q8 ? rec.readback(tk) : null;
-    const gv = q8 ? rec.readback(tv) : null;
+    const gk = q8 || f16 ? rec.readback(tk) : null;
+    const gv = q8 || f16 ? rec.readback(tv) : null;
     rec.submit();
 
     if (q8) {
       st.cacheK = dequantKvRef(new Uint32Array(await gk!), c.hd);
       st.cacheV = dequantKvRef(new Uint32Array(await gv!), c.hd);
+    } else if (f16) {
+      st.cacheK = unpackKvF16Ref(new Uint32Array(await gk!));
+      st.cacheV = unpackKvF16Ref(new Uint32Array(await gv!));
     } else kvWriteRef(st.qkv, st.slots, st.cacheK, st.cacheV, shape);
     const want = attentionRef(st.qkv, st.cacheK, st.cacheV, st.positions, st.tokenSeq, st.tables, aopts);
     const gotBuf = await got;

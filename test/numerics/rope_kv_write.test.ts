@@ -1,16 +1,19 @@
 /**
  * rope_kv_write (one dispatch) vs its reference, the composition ropeRef then
- * kvWriteRef, with f32 and q8 caches: both rope styles, partial rotary,
+ * kvWriteRef, with f32, f16 and q8 caches: both rope styles, partial rotary,
  * llama3 scaling, Qwen3 q/k norm, padded rows, GQA, a NO_SLOT token, caches
  * pre-filled with noise (untouched rows must survive).
  * qkv (q and k rotated in place, v untouched) within TOL_F32 of ropeRef, as
  * rope.test.ts. f32 caches within TOL_F32 (k is the GPU's rotation). q8 caches:
  * k scales within 1e-5 relative (absmax of a GPU-rotated row), v scales
- * bit-exact, codes within 1 and rarely off (see test/helpers/kv_q8.ts).
+ * bit-exact, codes within 1 and rarely off (see test/helpers/kv_q8.ts). f16
+ * caches: v within one f16 step of the reference's rounding, k within that plus
+ * TOL_F32 of the GPU's rotation.
  */
 import { describe, expect, it } from 'vitest';
 import { kvRowWords, NO_SLOT, type KvDtype } from '../../core/ops/kv_write.ts';
 import { ropeKvWrite } from '../../core/ops/rope_kv_write.ts';
+import { packRowF16, unpackKvF16Ref } from '../../core/ops/kv_write.ref.ts';
 import { ropeKvWriteRef } from '../../core/ops/rope_kv_write.ref.ts';
 import type { RopeScaling } from '../../core/ops/rope.ts';
 import { assertClose, BACKEND_VARIANTS, gpuFor, randn, rng, TOL_F32 } from '../helpers/gpu.ts';
@@ -45,7 +48,7 @@ const CASES: Case[] = [
 ];
 
 describe.each(BACKEND_VARIANTS)('rope_kv_write on %s, %s variant', (backend, variant) => {
-  it.each(CASES.flatMap((c) => (['f32', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
+  it.each(CASES.flatMap((c) => (['f32', 'f16', 'q8'] as KvDtype[]).map((kvDtype) => ({ ...c, kvDtype }))))('$name, $kvDtype cache', async (c) => {
     const ctx = await gpuFor(backend);
     const rowStride = (c.nH + 2 * c.nKv) * c.hd + (c.pad ?? 0);
     const seed = c.T * 131 + c.hd + c.nH;
@@ -62,7 +65,13 @@ describe.each(BACKEND_VARIANTS)('rope_kv_write on %s, %s variant', (backend, var
     if (c.skip) slots[c.T >> 1] = NO_SLOT;
     const q8 = c.kvDtype === 'q8';
     const words = numSlots * c.nKv * kvRowWords(c.hd, c.kvDtype);
-    const noise = (s: number) => (q8 ? Uint32Array.from(randn(words, s), (v) => (v * 2 ** 31) >>> 0) : randn(words, s));
+    const f16 = c.kvDtype === 'f16';
+    const packed = (s: number) => {
+      const w = new Uint32Array(words);
+      packRowF16(randn(2 * words, s), w, 0);
+      return w;
+    };
+    const noise = (s: number) => (q8 ? Uint32Array.from(randn(words, s), (v) => (v * 2 ** 31) >>> 0) : f16 ? packed(s) : randn(words, s));
     const k0 = noise(seed + 4);
     const v0 = noise(seed + 5);
     const qw = randn(c.hd, seed + 2);
@@ -73,8 +82,8 @@ describe.each(BACKEND_VARIANTS)('rope_kv_write on %s, %s variant', (backend, var
     const tx = ctx.tensor(x, [c.T, rowStride], 'f32');
     const tp = ctx.tensor(pos, [c.T], 'u32');
     const ts = ctx.tensor(slots, [c.T], 'u32');
-    const tk = ctx.tensor(k0, [words], q8 ? 'u32' : 'f32');
-    const tv = ctx.tensor(v0, [words], q8 ? 'u32' : 'f32');
+    const tk = ctx.tensor(k0, [words], q8 || f16 ? 'u32' : 'f32');
+    const tv = ctx.tensor(v0, [words], q8 || f16 ? 'u32' : 'f32');
     const tqw = ctx.tensor(qw, [c.hd], 'f32');
     const tkw = ctx.tensor(kw, [c.hd], 'f32');
     const rec = ctx.recorder();
@@ -90,6 +99,10 @@ describe.each(BACKEND_VARIANTS)('rope_kv_write on %s, %s variant', (backend, var
     if (q8) {
       assertQ8Cache(new Uint32Array(await gk), wk as Uint32Array, c.hd, 'cacheK', 1e-5);
       assertQ8Cache(new Uint32Array(await gv), wv as Uint32Array, c.hd, 'cacheV');
+    } else if (f16) {
+      // One f16 step is 2^-10 relative at most (rounding either way).
+      assertClose(unpackKvF16Ref(new Uint32Array(await gk)), unpackKvF16Ref(wk as Uint32Array), { atol: 1e-4, rtol: 2 ** -10 + 1e-4, nmse: 1e-6 }, 'cacheK');
+      assertClose(unpackKvF16Ref(new Uint32Array(await gv)), unpackKvF16Ref(wv as Uint32Array), { atol: 2 ** -24, rtol: 2 ** -10, nmse: 1e-6 }, 'cacheV');
     } else {
       assertClose(new Float32Array(await gk), wk as Float32Array, TOL_F32, 'cacheK');
       assertClose(new Float32Array(await gv), wv as Float32Array, { atol: 0, rtol: 0, nmse: 0 }, 'cacheV');

@@ -202,8 +202,8 @@ describe('management app', () => {
     expect((await mgmt('/config/nope')).status).toBe(404);
   });
 
-  it('starts a reader with PUT /models, serves it by group, and deletes it', async () => {
-    const res = await mgmt('/models', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ consumer_group: 'second', reader_id: 'second-0', max_batch_size: 2 }) });
+  it('starts a reader with PUT /models (an f16 KV cache), serves it by group, and deletes it', async () => {
+    const res = await mgmt('/models', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ consumer_group: 'second', reader_id: 'second-0', max_batch_size: 2, kv_cache_dtype: 'f16' }) });
     expect(res.status).toBe(201);
     expect(await res.json()).toMatchObject({ reader_id: 'second-0', consumer_group: 'second', ready: false });
     await t.svc.readers.get('second-0').waitSettled(60_000);
@@ -221,6 +221,7 @@ describe('management app', () => {
       return { status: r.status, code: ((await r.json()) as { error: { code: string } }).error.code };
     };
     expect(await bad({ dtype: 'int3' })).toEqual({ status: 400, code: 'invalid_request' });
+    expect(await bad({ kv_cache_dtype: 'f8' })).toEqual({ status: 400, code: 'invalid_request' });
     expect(await bad({ unknown_field: 1 })).toEqual({ status: 400, code: 'unknown_field' });
     expect(await bad({ reader_id: 'primary-0' })).toEqual({ status: 400, code: 'duplicate_reader_id' });
   });

@@ -52,12 +52,19 @@ describe('GET /memory_plan', () => {
     expect(p.total_bytes).toBe(p.weight_bytes! + p.activation_bytes! + p.reserve_bytes! + p.kv_pool_bytes!);
   });
 
-  it('plans a Gemma 2 checkpoint (a variant of the same decoder) and a q8 KV cache', async () => {
+  it('plans a Gemma 2 checkpoint (a variant of the same decoder) with f16 and q8 KV caches; auto is f32 without shader-f16', async () => {
     const f32 = (await (await plan({ model: fixtureDir('gemma2'), max_context: '64', gpu_memory: String(2 ** 30) })).json()) as PlanBody;
     const q8 = (await (await plan({ model: fixtureDir('gemma2'), max_context: '64', gpu_memory: String(2 ** 30), kv_cache_dtype: 'q8' })).json()) as PlanBody;
     expect(f32.architecture).toBe('Gemma2ForCausalLM');
     // q8 rows: headDim int8 + one f32 scale, against headDim f32 (head_dim 16: 20 vs 64 bytes).
     expect((q8.plan.kv_bytes_per_token as number) / (f32.plan.kv_bytes_per_token as number)).toBeCloseTo(20 / 64, 6);
+    const f16 = (await (await plan({ model: fixtureDir('gemma2'), max_context: '64', gpu_memory: String(2 ** 30), kv_cache_dtype: 'f16' })).json()) as PlanBody;
+    expect(f16.kv_dtype).toBe('f16');
+    expect(f32.kv_dtype).toBe('f32'); // auto: the emulators here have no shader-f16
+    expect((f16.plan.kv_bytes_per_token as number) / (f32.plan.kv_bytes_per_token as number)).toBe(0.5);
+    const bad = await plan({ model: fixtureDir('gemma2'), kv_cache_dtype: 'f8' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/auto, f32, f16, q8/);
   });
 
   it('a budget the model cannot fit is 507 model_too_large with the numbers', async () => {

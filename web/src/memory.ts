@@ -9,16 +9,16 @@
  * is not a multiple of 32 — and norm vectors in f32. Quantized sizes are
  * GGUF's: q8_0 = 34 bytes per 32 weights, q4_0 = 18 per 32. KV per token =
  * 2 (K and V) × layers × kv heads × row bytes, in 16-token blocks, where a
- * row is head_dim f32s, or for the 8-bit cache head_dim int8s plus one f32
- * scale (core/ops/kv_write.ts).
+ * row is head_dim f32s, head_dim halves for the f16 cache, or for the 8-bit
+ * cache head_dim int8s plus one f32 scale (core/ops/kv_write.ts).
  */
 
 export type WeightDtype = 'f32' | 'f16' | 'q8_0' | 'q4_0';
-export type KvDtype = 'f32' | 'q8';
+export type KvDtype = 'f32' | 'f16' | 'q8';
 
 export const BYTES_PER_WEIGHT: Record<WeightDtype, number> = { f32: 4, f16: 2, q8_0: 34 / 32, q4_0: 18 / 32 };
 /** Bytes of one (token, kv head) row of K or V. */
-export const kvRowBytes = (headDim: number, kv: KvDtype): number => (kv === 'q8' ? headDim + 4 : 4 * headDim);
+export const kvRowBytes = (headDim: number, kv: KvDtype): number => (kv === 'q8' ? headDim + 4 : kv === 'f16' ? 2 * headDim : 4 * headDim);
 export const KV_BLOCK_TOKENS = 16;
 
 export interface ModelShape {

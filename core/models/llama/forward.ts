@@ -9,9 +9,9 @@
  * matmul accumulating into the residual, rms_norm, fused gate/up matmul, gated
  * activation, down-proj matmul accumulating into the residual — 9 dispatches.
  *
- * The KV cache is f32 or q8 (`kvDtype`; int8 rows with one f32 scale per
- * (slot, kv head), layouts in core/ops/kv_write.ts): rope_kv_write quantizes
- * on store, attention dequantizes on read.
+ * The KV cache is f32, f16 or q8 (`kvDtype`; packed halves, or int8 rows with one
+ * f32 scale per (slot, kv head), layouts in core/ops/kv_write.ts): rope_kv_write
+ * narrows on store, attention widens to f32 on read.
  *
  * Decode-only steps of eligible small models (weights packed into one f32
  * buffer, software adapters by default) run instead as ONE dispatch, the
@@ -46,7 +46,7 @@ import {
 } from '../../ops/decode_megakernel.ts';
 import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
-import { createR32Texture, isKvTexture, kvRowWords, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
+import { createR32Texture, isKvTexture, kvRowWords, kvTensorDtype, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
 import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
@@ -190,10 +190,11 @@ export class LlamaModel {
       logits: f32((geo.maxLogitRows ?? geo.maxSeqs) * c.vocabSize, 'logits'),
     };
     const slots = geo.numBlocks * geo.blockSize;
-    // f32: [slots, kvHeads, headDim] f32; q8: [slots, kvHeads, headDim/4 + 1] u32 (codes, scale).
+    // f32: [slots, kvHeads, headDim] f32; f16: [slots, kvHeads, headDim/2] u32 (packed halves);
+    // q8: [slots, kvHeads, headDim/4 + 1] u32 (codes, scale).
     const row = kvRowWords(c.headDim, kvDtype);
     const kvShape = [slots, c.kvHeads, row];
-    const dtype = kvDtype === 'q8' ? 'u32' : 'f32';
+    const dtype = kvTensorDtype(kvDtype);
     // Megakernel: one K and one V buffer for all layers (layer l at l * kvLayerBytes), so the
     // single dispatch binds 2 cache buffers instead of 2 per layer; the generic ops see the
     // same per-layer tensors through their offsets.
@@ -239,6 +240,7 @@ export class LlamaModel {
       off === null && typeof mw !== 'string'
         ? { weights: mw, kvLayerBytes, maxSeqs: mode === 'on' ? Infinity : tuning.autoMaxSeqs, waves: opts.megakernelWaves ?? true, tuning, texture, scratch, xStage }
         : null;
+    // (The megakernel, and with it KV textures, runs f32 and q8 caches only.)
     const kvTex = this.mega && (opts.kvStorage ?? this.mega.tuning.kv) === 'texture' ? this.kvTexturePair(c.layers * kvLayerBytes / 4, kvDtype === 'q8' ? 'r32uint' : 'r32float') : null;
     if (kvTex) {
       this.kvTextures = kvTex;
@@ -309,6 +311,12 @@ export class LlamaModel {
   }
 
   /** Context limit of a sequence in positions (the block tables' capacity): picks longrope's factors. */
+  /** The cache dtype the flash kernels read (the plan takes them for f32 and f16 caches only: decode_plan.ts splitKProblem). */
+  private flashKvDtype(): 'f32' | 'f16' {
+    if (this.kvDtype === 'q8') throw new Error('LlamaModel: the flash attention kernels read f32 and f16 caches only');
+    return this.kvDtype;
+  }
+
   get maxContext(): number {
     return this.geo.maxBlocksPerSeq * this.geo.blockSize;
   }
@@ -441,10 +449,10 @@ export class LlamaModel {
       // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
       const buffers = !isKvTexture(ck) && !isKvTexture(cv);
       if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && buffers) {
-        await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32' });
+        await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: this.flashKvDtype() });
       } else if (this.plan.attention.prefill === 'tiled' && T > s.numSeqs && buffers) {
         // Prompt chunks: queries in tiles of one sequence share each staged K/V tile.
-        await attentionPrefill(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: 'f32', tokenSeqHost: s.tokenSeq });
+        await attentionPrefill(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: this.flashKvDtype(), tokenSeqHost: s.tokenSeq });
       } else {
         await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
       }

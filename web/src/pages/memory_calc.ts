@@ -26,7 +26,7 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
   const inputs = Object.fromEntries(SHAPE_FIELDS.map(([k]) => [k, h('input', { type: 'number', min: 1, id: `mc-${k}`, value: String(DEFAULT[k]) })])) as Record<string, HTMLInputElement>;
   const tie = h('input#mc-tie', { type: 'checkbox', checked: DEFAULT.tie });
   const dtype = h('select#mc-dtype', ...(['f32', 'f16', 'q8_0', 'q4_0'] as WeightDtype[]).map((d) => h('option', { value: d }, d)));
-  const kv = h('select#mc-kv', h('option', { value: 'f32' }, 'f32'), h('option', { value: 'q8' }, '8-bit'));
+  const kv = h('select#mc-kv', h('option', { value: 'f32' }, 'f32'), h('option', { value: 'f16' }, 'f16'), h('option', { value: 'q8' }, '8-bit'));
   const ctx = h('input#mc-context', { type: 'number', min: 1, value: '512' });
   const batch = h('input#mc-batch', { type: 'number', min: 1, value: '16' });
   const paste = h('textarea#mc-paste.mono', { rows: 3, placeholder: 'Paste a config.json here' });
@@ -102,7 +102,7 @@ export function memoryCalculator(): { el: HTMLElement; setConfig(c: Record<strin
   const el = h(
     'section.card#memory-calc',
     h('h2', 'Memory calculator'),
-    h('p.muted.small', 'GPU memory for weights (q8_0 = 34 bytes per 32 weights, q4_0 = 18 per 32; norms stay f32) and the paged KV cache: 2 × layers × KV heads × head dim values per token (8-bit: one byte each plus an f32 scale per head), for context × batch tokens.'),
+    h('p.muted.small', 'GPU memory for weights (q8_0 = 34 bytes per 32 weights, q4_0 = 18 per 32; norms stay f32) and the paged KV cache: 2 × layers × KV heads × head dim values per token (f32: 4 bytes each, f16: 2; 8-bit: one byte each plus an f32 scale per head), for context × batch tokens.'),
     field('config.json', paste),
     msg,
     h('div.grid4', SHAPE_FIELDS.map(([k, label]) => field(label, inputs[k]!)), h('label.field.check', tie, h('span', 'Tied embeddings'))),
