@@ -43,19 +43,30 @@ import type { Tokenizer } from '../core/tokenizer/tokenizer.ts';
 const USAGE = `usage:
   weft --version
   weft generate [--model DIR_OR_GGUF] [--max-new-tokens N] [--temperature T] [--top-k K]
-                [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--backend NAME] [--json]
+                [--top-p P] [--seed S] [--dtype f32|f16|q8_0|q4_0|auto] [--kv-cache-dtype auto|f32|f16|q8]
+                [--backend NAME] [--json]
                 [--chat [--system TEXT]] PROMPT    (--chat: PROMPT is a user message, sent through the model's chat template)
-  weft generate --dry-run [--model DIR_OR_GGUF] [--dtype D] [--backend NAME] [--json]
+  weft generate --dry-run [--model DIR_OR_GGUF] [--dtype D] [--kv-cache-dtype K] [--backend NAME] [--json]
   weft serve [--config FILE] [--port N] [--model DIR_OR_GGUF]
   weft device [--backend NAME]
   weft pull ORG/NAME[:FILE.gguf]      (HF_HOME, HF_ENDPOINT, HF_TOKEN; --model takes Hub ids too)
   weft reader --nats nats://HOST:4222|tls://HOST:4222 --group G [--model DIR_OR_GGUF] [--backend NAME]
               [--creds FILE | --nkey SEED_OR_FILE | --user U --password P | --token T]
               [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--reader-id ID]
-              [--dtype D] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]
+              [--dtype D] [--kv-cache-dtype K] [--max-batch-size N] [--max-context N] [--page-cache-size S] [--type T]
   weft document-worker --nats URL --database-url postgres://... [--embedder DIR] [--workers N]
               [--backend NAME] [--config FILE] (credentials and TLS flags as for reader)
   weft license keygen|sign|verify ...`;
+
+const KV_CACHE_DTYPES = ['auto', 'f32', 'f16', 'q8'] as const;
+type KvCacheDtypeArg = (typeof KV_CACHE_DTYPES)[number];
+
+/** `--kv-cache-dtype`, checked (undefined: the loader's default, auto). */
+function kvCacheDtype(v: string | undefined): KvCacheDtypeArg | undefined {
+  if (v === undefined) return undefined;
+  if (!(KV_CACHE_DTYPES as readonly string[]).includes(v)) throw new WeftError('invalid_argument', `--kv-cache-dtype must be one of ${KV_CACHE_DTYPES.join(', ')}, got "${v}"`);
+  return v as KvCacheDtypeArg;
+}
 
 function num(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
@@ -76,6 +87,7 @@ async function generate(argv: string[]): Promise<number> {
       'top-p': { type: 'string' },
       seed: { type: 'string' },
       dtype: { type: 'string' },
+      'kv-cache-dtype': { type: 'string' },
       backend: { type: 'string' },
       json: { type: 'boolean' },
       'dry-run': { type: 'boolean' },
@@ -85,7 +97,8 @@ async function generate(argv: string[]): Promise<number> {
   });
   const prompt = positionals.join(' ');
   const gpuMemory = process.env.WEFT_GPU_MEMORY ? num(process.env.WEFT_GPU_MEMORY, 'WEFT_GPU_MEMORY') : undefined;
-  if (values['dry-run']) return dryRun(values.model, (values.dtype ?? 'auto') as WeightDType, values.backend, !!values.json, gpuMemory);
+  const kv = kvCacheDtype(values['kv-cache-dtype']);
+  if (values['dry-run']) return dryRun(values.model, (values.dtype ?? 'auto') as WeightDType, kv, values.backend, !!values.json, gpuMemory);
   if (!prompt) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
@@ -98,6 +111,7 @@ async function generate(argv: string[]): Promise<number> {
   const loaded = await loadDecoder(ctx, await openModelPath(await resolveModelArg(values.model ?? DEFAULT_MODEL_DIR)), {
     dtype: (values.dtype ?? 'auto') as WeightDType,
     maxSeqs: 1,
+    ...(kv ? { kvCacheDtype: kv } : {}),
     onProgress: progress,
     decode: decodeSettingsFromEnv(),
     ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}),
@@ -151,10 +165,10 @@ function chatPrompt(tok: Tokenizer, user: string, system: string | undefined): s
 }
 
 /** `generate --dry-run`: the memory plan of the model on this device (a refusal throws ModelTooLargeError). */
-async function dryRun(model: string | undefined, dtype: WeightDType, backend: string | undefined, json: boolean, gpuMemory: number | undefined): Promise<number> {
+async function dryRun(model: string | undefined, dtype: WeightDType, kv: KvCacheDtypeArg | undefined, backend: string | undefined, json: boolean, gpuMemory: number | undefined): Promise<number> {
   const ctx = await GpuContext.create(gpuOptionsFromEnv(backend));
   try {
-    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, decode: decodeSettingsFromEnv(), ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
+    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, ...(kv ? { kvCacheDtype: kv } : {}), decode: decodeSettingsFromEnv(), ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
     const c = r.cfg;
     if (json) {
       process.stdout.write(`${JSON.stringify({ device: ctx.gpu.info.name, architecture: c.architecture, format: r.format, dtype: r.dtype, kv_dtype: r.kvDtype, max_context: r.maxContext, plan: r.plan })}\n`);
@@ -201,6 +215,7 @@ async function reader(argv: string[]): Promise<number> {
       'tls-key': { type: 'string' },
       backend: { type: 'string' },
       dtype: { type: 'string' },
+      'kv-cache-dtype': { type: 'string' },
       'max-batch-size': { type: 'string' },
       'max-context': { type: 'string' },
       'page-cache-size': { type: 'string' },
@@ -239,6 +254,7 @@ async function reader(argv: string[]): Promise<number> {
       consumer_group: group,
       backend: values.backend,
       dtype: values.dtype,
+      kv_cache_dtype: kvCacheDtype(values['kv-cache-dtype']),
       max_batch_size: num(values['max-batch-size'], 'max-batch-size'),
       max_context: num(values['max-context'], 'max-context'),
       page_cache_size: values['page-cache-size'],
@@ -274,8 +290,16 @@ async function reader(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** parseArgs' errors for flags a command does not take, or takes differently. */
+const ARG_ERRORS = new Set(['ERR_PARSE_ARGS_UNKNOWN_OPTION', 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE', 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL']);
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  // `weft CMD --help` (any command but license, which prints its own usage): the usage, exit 0.
+  if (cmd !== 'license' && (rest.includes('--help') || rest.includes('-h'))) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   try {
     switch (cmd) {
       case 'generate':
@@ -322,6 +346,12 @@ export async function main(argv: string[]): Promise<number> {
     if (e instanceof WeftError) {
       process.stderr.write(`weft: ${e.message} [${e.code}]\n`);
       return 1;
+    }
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && ARG_ERRORS.has(code)) {
+      // A mistyped flag: one line naming it, then the usage; no stack trace.
+      process.stderr.write(`weft ${cmd}: ${(e as Error).message.split('. ')[0]}\n${USAGE}\n`);
+      return 2;
     }
     throw e;
   }

@@ -1,9 +1,10 @@
 /**
- * K-quant writers: Q4_K and Q6_K blocks from f32 rows, following ggml's reference quantizers
- * (quantize_row_q4_K_ref with make_qkx2_quants, quantize_row_q6_K_ref with make_qx_quants):
+ * K-quant writers: Q4_K, Q5_K and Q6_K blocks from f32 rows, following ggml's reference
+ * quantizers (quantize_row_q4_K_ref / q5_K_ref with make_qkx2_quants, quantize_row_q6_K_ref
+ * with make_qx_quants):
  * per 256-element super-block, a scale (and for Q4_K a min) per sub-block found by a small
  * weighted least-squares search, the sub-block scales themselves quantized to 6 / 8 bits
- * against one f16 super-scale. Arithmetic is f32 (Math.fround) as in C; results match
+ * against one f16 super-scale (and for Q4_K / Q5_K a min). Arithmetic is f32 (Math.fround) as in C; results match
  * llama.cpp's closely but are not promised to be byte-identical (dequantize with
  * gguf_quants.ts's dequantizeGguf, which is). Row lengths must be multiples of 256; see
  * kquantFallback for what a writer does with the others.
@@ -88,27 +89,52 @@ function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array,
 
 /** Q4_K blocks (144 bytes per 256 elements) for `x`, a whole number of super-blocks. */
 export function quantizeQ4_K(x: ArrayLike<number>): Uint8Array {
+  return quantizeScaleMin(x, 4);
+}
+
+/** Q5_K blocks (176 bytes per 256 elements) for `x`, a whole number of super-blocks. */
+export function quantizeQ5_K(x: ArrayLike<number>): Uint8Array {
+  return quantizeScaleMin(x, 5);
+}
+
+/**
+ * The scale-and-min K-quants: per 256-element super-block, eight 32-element sub-blocks with
+ * levels in 0..2^bits - 1 and a (scale, min) each, quantized to 6 bits against the f16 d and
+ * dmin. Bytes: d, dmin, 12 packed scale/min bytes, then for Q5_K 32 bytes of fifth bits (bit
+ * 2k of byte l: element l of sub-block 2k; bit 2k + 1: element l of sub-block 2k + 1), then
+ * 128 bytes of low nibbles (sub-block 2k in the low nibbles of bytes 32k.., 2k + 1 in the high).
+ * The level search follows ggml: Q4_K weighs each element by its sub-block's RMS plus |x| and
+ * searches 20 steps from -1; Q5_K by the super-block's RMS plus |x|, 15 steps from -0.5.
+ */
+function quantizeScaleMin(x: ArrayLike<number>, bits: 4 | 5): Uint8Array {
+  const type = bits === 4 ? 'Q4_K' : 'Q5_K';
+  const blockBytes = bits === 4 ? 144 : 176;
+  const nmax = (1 << bits) - 1;
+  const qsAt = bits === 4 ? 16 : 48; // the low nibbles, after d, dmin, scales (and qh)
   const n = x.length;
-  ggmlBytes('Q4_K', n);
-  const out = new Uint8Array((n / QK_K) * 144);
+  ggmlBytes(type, n);
+  const out = new Uint8Array((n / QK_K) * blockBytes);
   const L = new Uint8Array(QK_K);
   const aux = new Uint8Array(32);
   const sub = new Float32Array(32);
   const w = new Float32Array(32);
   const scales = new Float32Array(8);
   const mins = new Float32Array(8);
-  for (let b = 0, o = 0; b < n; b += QK_K, o += 144) {
+  for (let b = 0, o = 0; b < n; b += QK_K, o += blockBytes) {
     let maxScale = 0;
     let maxMin = 0;
+    let blockSum2 = 0;
+    for (let l = 0; l < QK_K; l++) blockSum2 = fr(blockSum2 + fr(fr(x[b + l]!) * fr(x[b + l]!)));
+    const blockAv = fr(Math.sqrt(fr(blockSum2 / QK_K)));
     for (let j = 0; j < 8; j++) {
       let sum2 = 0;
       for (let l = 0; l < 32; l++) {
         sub[l] = fr(x[b + 32 * j + l]!);
         sum2 = fr(sum2 + fr(sub[l]! * sub[l]!));
       }
-      const av = fr(Math.sqrt(fr(sum2 / 32)));
+      const av = bits === 4 ? fr(Math.sqrt(fr(sum2 / 32))) : blockAv;
       for (let l = 0; l < 32; l++) w[l] = fr(av + Math.abs(sub[l]!));
-      const [s, m] = makeQkx2(sub, w, 15, L.subarray(32 * j, 32 * j + 32), aux, -1, 0.1, 20);
+      const [s, m] = bits === 4 ? makeQkx2(sub, w, nmax, L.subarray(32 * j, 32 * j + 32), aux, -1, 0.1, 20) : makeQkx2(sub, w, nmax, L.subarray(32 * j, 32 * j + 32), aux, -0.5, 0.1, 15);
       scales[j] = s;
       mins[j] = m;
       if (s > maxScale) maxScale = s;
@@ -142,11 +168,16 @@ export function quantizeQ4_K(x: ArrayLike<number>): Uint8Array {
       const dj = fr(d * sc);
       if (!dj) continue;
       const dm = fr(dmin * m);
-      for (let l = 0; l < 32; l++) L[32 * j + l] = Math.max(0, Math.min(15, nearestInt(fr(fr(fr(x[b + 32 * j + l]!) + dm) / dj))));
+      for (let l = 0; l < 32; l++) L[32 * j + l] = Math.max(0, Math.min(nmax, nearestInt(fr(fr(fr(x[b + 32 * j + l]!) + dm) / dj))));
     }
-    // 64 elements per 32 bytes: low nibbles sub-block 2k, high nibbles 2k + 1.
+    // 64 elements per 32 bytes: low nibbles sub-block 2k, high nibbles 2k + 1 (fifth bits in qh).
     for (let k = 0; k < 4; k++) {
-      for (let l = 0; l < 32; l++) out[o + 16 + 32 * k + l] = L[64 * k + l]! | (L[64 * k + 32 + l]! << 4);
+      for (let l = 0; l < 32; l++) {
+        const lo = L[64 * k + l]!;
+        const hi = L[64 * k + 32 + l]!;
+        out[o + qsAt + 32 * k + l] = (lo & 0xf) | ((hi & 0xf) << 4);
+        if (bits === 5) out[o + 16 + l]! |= ((lo >> 4) << (2 * k)) | ((hi >> 4) << (2 * k + 1));
+      }
     }
   }
   return out;
@@ -257,7 +288,7 @@ export function quantizeQ6_K(x: ArrayLike<number>): Uint8Array {
 }
 
 /** K-quant types the writer produces. */
-export type KQuantWriteType = 'Q4_K' | 'Q6_K';
+export type KQuantWriteType = 'Q4_K' | 'Q5_K' | 'Q6_K';
 
 /**
  * The type a K-quant writer stores a 2-D tensor as: `want` when its rows (`cols` elements)
@@ -274,5 +305,5 @@ export function kquantFallback(want: KQuantWriteType, cols: number): KQuantWrite
 
 /** Quantizes `x` to one of the writer's K-quant types. */
 export function quantizeKQuant(type: KQuantWriteType, x: ArrayLike<number>): Uint8Array {
-  return type === 'Q4_K' ? quantizeQ4_K(x) : quantizeQ6_K(x);
+  return type === 'Q4_K' ? quantizeQ4_K(x) : type === 'Q5_K' ? quantizeQ5_K(x) : quantizeQ6_K(x);
 }

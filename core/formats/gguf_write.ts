@@ -2,7 +2,7 @@
  * GGUF v3 writer, and `hfToGguf`: an HF decoder checkpoint (DecoderConfig +
  * f32 tensors + tokenizer.json) written the way llama.cpp's convert_hf_to_gguf
  * writes it: llama-arch metadata keys, GGUF tensor names, q/k rows permuted to
- * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary. Q4_K / Q6_K come
+ * interleaved rope order (llama/mistral), tokenizer.ggml.* vocabulary. Q4_K / Q5_K / Q6_K come
  * from gguf_kquant_write.ts, with its fallback for rows that are not whole super-blocks.
  *
  * Used by tests (round trips, malformed-file fixtures built by editing valid
@@ -21,7 +21,7 @@ export type GgufMetaEntry = [key: string, type: string, value: GgufValue];
 
 export type GgufTensorInput =
   /** f32 data, encoded/quantized to `type`. `shape` is PyTorch order, outermost first. */
-  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K'; data: Float32Array }
+  | { name: string; shape: number[]; type: 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q5_K' | 'Q6_K'; data: Float32Array }
   /** Already-encoded blocks of any ggml type (e.g. hand-built Q4_K). */
   | { name: string; shape: number[]; type: GgmlTypeName; raw: Uint8Array };
 
@@ -108,6 +108,7 @@ function encodeTensor(t: GgufTensorInput): Uint8Array {
     case 'Q8_0': return quantizeQ8_0(t.data);
     case 'Q4_0': return quantizeQ4_0(t.data);
     case 'Q4_K':
+    case 'Q5_K':
     case 'Q6_K': return quantizeKQuant(t.type, t.data);
   }
 }
@@ -161,7 +162,7 @@ export interface HfToGgufOptions {
   raw?: Map<string, { type: GgmlTypeName; raw: Uint8Array }>;
   /**
    * Type for 2-D weights (norms, biases and 1-D tensors stay F32). Default F32. Q8_0 / Q4_0
-   * need rows of whole 32-element blocks (else F16), Q4_K / Q6_K whole 256-element
+   * need rows of whole 32-element blocks (else F16), Q4_K / Q5_K / Q6_K whole 256-element
    * super-blocks (else kquantFallback: Q8_0, or F16).
    */
   type?: WeightWriteType;
@@ -182,7 +183,7 @@ const GGUF_ARCH: Record<string, string> = {
   Phi3ForCausalLM: 'phi3',
 };
 /** llama_ftype of a file whose weights are mostly of the type (Q4_K: MOSTLY_Q4_K_S). */
-const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32, Q4_K: 14, Q6_K: 18 } as const;
+const FILE_TYPE = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7, BF16: 32, Q4_K: 14, Q5_K: 16, Q6_K: 18 } as const; // llama_ftype: *_K_S (every weight that type)
 
 export type WeightWriteType = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | KQuantWriteType;
 
@@ -224,7 +225,7 @@ export function hfToGguf(opts: HfToGgufOptions): Uint8Array {
     const cols = shape[shape.length - 1]!;
     let type: WeightWriteType = shape.length < 2 ? 'F32' : (opts.typeOf?.(hfName) ?? wtype);
     if ((type === 'Q8_0' || type === 'Q4_0') && cols % 32 !== 0) type = 'F16'; // llama.cpp's fallback
-    if (type === 'Q4_K' || type === 'Q6_K') type = kquantFallback(type, cols);
+    if (type === 'Q4_K' || type === 'Q5_K' || type === 'Q6_K') type = kquantFallback(type, cols);
     out.push({ name, shape, type, data });
   };
   const permuted = arch === 'llama';

@@ -1,8 +1,8 @@
 /**
- * The Q4_K / Q6_K writers (core/formats/gguf_kquant_write.ts) against the GGUF dequantizer:
+ * The Q4_K / Q5_K / Q6_K writers (core/formats/gguf_kquant_write.ts) against the GGUF dequantizer:
  * random rows (Gaussian, shifted, with outliers, all-zero and constant super-blocks) round-trip
- * within each format's resolution — RMS error under 1/9 (Q4_K: 4-bit levels plus a min per 32)
- * and 1/30 (Q6_K: 6-bit levels per 16) of the rows' RMS — and every Q6_K element within half a
+ * within each format's resolution — RMS error under 1/9 (Q4_K: 4-bit levels plus a min per 32),
+ * 1/18 (Q5_K: 5-bit levels plus a min per 32) and 1/30 (Q6_K: 6-bit levels per 16) of the rows' RMS — and every Q6_K element within half a
  * level of its sub-block. hfToGguf writes K-quants where rows are whole super-blocks and falls
  * back to Q8_0 (or F16) elsewhere; a K-quant GGUF written here loads, keeps its super-blocks on
  * the device, and its logits match the plain-TS reference on the dequantized file weights
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnsupportedModelError } from '../../core/errors.ts';
 import { openGguf } from '../../core/formats/gguf.ts';
-import { kquantFallback, quantizeQ4_K, quantizeQ6_K } from '../../core/formats/gguf_kquant_write.ts';
+import { kquantFallback, quantizeQ4_K, quantizeQ5_K, quantizeQ6_K } from '../../core/formats/gguf_kquant_write.ts';
 import { dequantizeGguf, f16ToF32 } from '../../core/formats/gguf_quants.ts';
 import { hfToGguf } from '../../core/formats/gguf_write.ts';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
@@ -45,6 +45,7 @@ function rms(a: ArrayLike<number>, b?: ArrayLike<number>): number {
 describe('K-quant writers', () => {
   it.each([
     ['Q4_K', quantizeQ4_K, 144, 1 / 9],
+    ['Q5_K', quantizeQ5_K, 176, 1 / 18],
     ['Q6_K', quantizeQ6_K, 210, 1 / 30],
   ] as const)('%s round-trips within its resolution', (type, quantize, blockBytes, bound) => {
     for (const seed of [1, 2, 3]) {
@@ -57,6 +58,13 @@ describe('K-quant writers', () => {
       for (let i = 256 * 10; i < 256 * 11; i++) expect(y[i] === 0).toBe(true);
       for (let i = 256 * 11; i < 256 * 12; i++) expect(Math.abs(y[i]! - 0.75)).toBeLessThan(0.75 * 0.02);
     }
+  });
+
+  it('each bit per weight lowers the error: Q4_K > Q5_K > Q6_K on the same rows', () => {
+    const x = rows(4);
+    const err = (['Q4_K', 'Q5_K', 'Q6_K'] as const).map((t, i) => rms(x, dequantizeGguf(t, [quantizeQ4_K, quantizeQ5_K, quantizeQ6_K][i]!(x), x.length)));
+    expect(err[1]!).toBeLessThan(err[0]! * 0.7);
+    expect(err[2]!).toBeLessThan(err[1]!);
   });
 
   it('Q6_K: every element within half a level of its sub-block (no clamping at these scales)', () => {
@@ -97,6 +105,7 @@ describe('a K-quant GGUF written by hfToGguf', () => {
     // As Q4_K_M files do: Q6_K for the LM head, Q4_K elsewhere.
     writeFileSync(join(dir, 'model.gguf'), hfToGguf({ config: cfg, tensors, tokenizer: tok, type: 'Q4_K', typeOf: (n) => (/lm_head/.test(n) ? 'Q6_K' : undefined) }));
     writeFileSync(join(dir, 'q4_0.gguf'), hfToGguf({ config: cfg, tensors, tokenizer: tok, type: 'Q4_0' }));
+    writeFileSync(join(dir, 'q5_k.gguf'), hfToGguf({ config: cfg, tensors, tokenizer: tok, type: 'Q5_K' }));
   });
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
@@ -149,6 +158,27 @@ describe('a K-quant GGUF written by hfToGguf', () => {
       const [errK, err40] = [maxAbsDiff(ref.logits, f32), maxAbsDiff(refQ40, f32)];
       console.info(`K-quant file vs f32: max |dLogit| ${errK.toFixed(4)}; Q4_0 file: ${err40.toFixed(4)} (max |logit| ${absMax(f32).toFixed(3)})`);
       expect(errK).toBeLessThan(err40);
+    } finally {
+      d.destroy();
+    }
+  });
+
+  it.each(TEST_BACKENDS)('a Q5_K file runs from its blocks; logits equal the reference on the file weights (%s)', async (backend) => {
+    const path = join(dir, 'q5_k.gguf');
+    const g = await openGguf(await fileSource(path));
+    expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q5_K');
+    expect(g.metadata.get('general.file_type')).toBe(16);
+    const ctx = await gpuFor(backend);
+    const d = await loadDecoder(ctx, await openModelPath(path), { maxSeqs: 8, maxContext: 64, dtype: 'auto', decode: NO_MEGAKERNEL });
+    try {
+      const w = await openGgufWeights(await fileSource(path));
+      const fileWeights = new Map<string, Float32Array>();
+      for (const n of tensors.keys()) fileWeights.set(n, hostToF32(await w.weights.load(n)));
+      const ids = [1, 17, 99, 300, 5];
+      const ref = referenceRun(cfg, (n) => fileWeights.get(n)!, ids, 0);
+      expect(d.weights.layers[0]!.qkv.w.dtype).toBe('q5_k');
+      expect(d.weights.head.w.dtype).toBe('q5_k');
+      expect(maxAbsDiff(await allPositionLogits(d, ids), ref.logits)).toBeLessThanOrEqual(2e-3 * absMax(ref.logits));
     } finally {
       d.destroy();
     }

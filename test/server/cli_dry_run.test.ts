@@ -1,7 +1,8 @@
 /**
  * `weft generate --dry-run` as a user runs it (the real bin/weft.js in a child process):
  * the memory plan of a sharded bf16 checkpoint on this device, and a refusal with the
- * numbers (exit 1, code model_too_large) when WEFT_GPU_MEMORY is too small for it.
+ * numbers (exit 1, code model_too_large) when WEFT_GPU_MEMORY is too small for it; the KV
+ * dtype flag; `--help` and a mistyped flag answered with the usage, never a stack trace.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -49,4 +50,27 @@ describe('weft generate --dry-run', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/weft: the model does not fit .*weights \d\.\d MiB .* > budget 1\.0 MiB \(configured\).*\[model_too_large\]/);
   });
+
+  it('--kv-cache-dtype f16 halves the KV bytes per token; an unknown dtype is refused', async () => {
+    const r = await run(['generate', '--dry-run', '--json', '--kv-cache-dtype', 'f16', '--model', dir, '--backend', TEST_BACKENDS[0]!], { WEFT_GPU_MEMORY: String(512 * 2 ** 20) });
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { kv_dtype: string; plan: { kvBytesPerToken: number } };
+    expect(out).toMatchObject({ kv_dtype: 'f16', plan: { kvBytesPerToken: 1024 } });
+    const bad = await run(['generate', '--dry-run', '--kv-cache-dtype', 'f8', '--model', dir]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/--kv-cache-dtype must be one of auto, f32, f16, q8, got "f8" \[invalid_argument\]/);
+  });
 });
+
+describe('weft usage', () => {
+  it('--help prints the usage (exit 0); a mistyped flag names itself and prints the usage (exit 2), no stack trace', async () => {
+    const help = await run(['generate', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage:\n/);
+    const bad = await run(['generate', '--max-tokens', '5', 'hi']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^weft generate: Unknown option '--max-tokens'\nusage:/);
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
