@@ -15,11 +15,11 @@
  *   golden of the unquantized weights), greedy ids where the gap exceeds twice that.
  * Checkpoints are cached under .cache/realshape/ (about 1 GB each).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
@@ -27,6 +27,8 @@ import { openGguf } from '../../core/formats/gguf.ts';
 import { ggufOf } from '../../bench/memory.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { absMax, allPositionLogits, maxAbsDiff } from '../helpers/tiny_decoder.ts';
+import { loadTokenizerFromSource } from '../../core/tokenizer/tokenizer.ts';
+import { post, startTestService, type TestService } from '../server/helpers.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TOL = 1e-2;
@@ -104,14 +106,16 @@ describe('qwen2.5-0.5b shape as GGUF against its PyTorch golden', () => {
   });
 });
 
-// K-quants of the Qwen2.5-0.5B shape (2 of its 24 layers): hfToGguf's Q4_K / Q6_K writers. Rows of
-// 896 (the hidden size: embedding, q/k/v/o, gate/up) are not whole 256-element super-blocks and
-// fall back to Q8_0 (gguf_kquant_write.ts kquantFallback); down_proj (rows of 4864) is K-quant.
-// Against the golden of the unquantized weights (which the f16 run matches to ~1e-6).
+// K-quants of the Qwen2.5-0.5B shape (2 of its 24 layers): hfToGguf's Q4_K / Q5_K / Q6_K
+// writers. Rows of 896 (the hidden size: embedding, q/k/v/o, gate/up) are not whole 256-element
+// super-blocks and fall back to Q8_0 (gguf_kquant_write.ts kquantFallback); down_proj (rows of
+// 4864) is K-quant. Against the golden of the unquantized weights (which the f16 run matches
+// to ~1e-6), so the tolerance is the quantization's: measured 6.6e-2 / 4.2e-2 / 2.4e-2.
 describe('qwen2.5-0.5b shape (2 layers) as K-quant GGUF against its PyTorch golden', () => {
   const backend = TEST_BACKENDS[0]!;
   it.each([
     ['Q4_K', 1e-1],
+    ['Q5_K', 7e-2],
     ['Q6_K', 5e-2],
   ] as const)(`GGUF %s of the same weights on ${backend}`, async (type, tol) => {
     const dir = checkpoint('qwen2.5-0.5b', 2);
@@ -121,4 +125,68 @@ describe('qwen2.5-0.5b shape (2 layers) as K-quant GGUF against its PyTorch gold
     expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
     await checkAgainstGolden(backend, dir, () => openModelPath(path), tol, `qwen2.5-0.5b L2 GGUF ${type}`);
   });
+});
+
+// The Llama-3.2-1B shape (4 of its 16 layers) as a Q8_0 GGUF: llama.cpp's converter adds
+// rope_freqs (Llama 3.1 rope scaling), which the GGUF loader applies in place of the config's.
+describe('llama-3.2-1b shape (4 layers) as a Q8_0 GGUF against its PyTorch golden', () => {
+  const backend = TEST_BACKENDS[0]!;
+  it(`GGUF Q8_0 of the same weights on ${backend}`, async () => {
+    const dir = checkpoint('llama-3.2-1b', 4);
+    const path = await ggufOf(dir, 'Q8_0');
+    const g = await openGguf(await fileSource(path));
+    expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
+    expect(g.tensors.has('rope_freqs.weight')).toBe(true);
+    await checkAgainstGolden(backend, dir, () => openModelPath(path), 5e-2, 'llama-3.2-1b L4 GGUF Q8_0');
+  });
+});
+
+// The Qwen2.5-0.5B-shaped folder (all 24 layers) as users run it on this machine's SwiftShader:
+// `weft generate` (the real bin/weft.js in a child process) and the server's OpenAI chat route
+// (a reader on the same folder).
+describe('qwen2.5-0.5b shape served: weft generate and the OpenAI chat route', () => {
+  const backend = TEST_BACKENDS[0]!;
+  const WEFT = fileURLToPath(new URL('../../bin/weft.js', import.meta.url));
+  let service: TestService | undefined;
+  afterAll(async () => {
+    await service?.svc.close();
+  });
+  const weft = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [WEFT, ...args], { env: process.env, timeout: 600_000, maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      });
+    });
+
+  it('weft generate continues the golden prompt with the golden greedy tokens', async () => {
+    const dir = checkpoint('qwen2.5-0.5b', 0);
+    const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as Golden;
+    const tok = await loadTokenizerFromSource(dirSource(dir));
+    const prompt = tok.decode(g.prompt_ids);
+    expect(tok.encode(prompt)).toEqual(g.prompt_ids); // the text is the golden's prompt
+    const r = await weft(['generate', '--json', '--model', dir, '--backend', backend, '--max-new-tokens', String(g.greedy_ids.length), prompt]);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { text: string; token_ids: number[]; usage: { promptTokens: number } };
+    expect(out.usage.promptTokens).toBe(g.prompt_ids.length);
+    expect(out.text).toBe(tok.decode(out.token_ids));
+    // Free-running greedy: equal to the golden up to the first step whose top-1/top-2 gap is
+    // within the logit tolerance (past it the two runs may take different paths).
+    const golden = new Float32Array(readFileSync(join(dir, 'golden_logits.f32')).buffer.slice(0));
+    for (let i = 0; i < g.greedy_ids.length && g.top2_gaps[i]! > 2 * TOL * absMax(golden); i++) expect(out.token_ids[i], `greedy step ${i}`).toBe(g.greedy_ids[i]);
+  }, 600_000);
+
+  it('the OpenAI chat route answers through the model\'s chat template', async () => {
+    const dir = checkpoint('qwen2.5-0.5b', 0);
+    const tok = await loadTokenizerFromSource(dirSource(dir));
+    const messages = [{ role: 'user' as const, content: 'Name a colour.' }];
+    const templated = tok.encode(tok.applyChatTemplate(messages, { addGenerationPrompt: true }));
+    service = await startTestService({ model: dir, backend });
+    const res = await service.apps.openai.request('/v1/chat/completions', post({ model: 'primary', messages, max_tokens: 2, temperature: 0 }));
+    expect(res.status).toBe(200);
+    const chat = (await res.json()) as { choices: { message: { role: string; content: string }; finish_reason: string }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    expect(chat.usage.prompt_tokens).toBe(templated.length);
+    expect(chat.usage.completion_tokens).toBeGreaterThan(0);
+    expect(chat.choices[0]!.message.role).toBe('assistant');
+    expect(typeof chat.choices[0]!.message.content).toBe('string');
+  }, 600_000);
 });
