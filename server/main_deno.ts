@@ -52,13 +52,26 @@ for (const [app, port, { fetch }] of plan) {
 }
 console.log(JSON.stringify({ listening: servers.map(({ app, port }) => ({ app, port })) }));
 
+/** Longest the listeners wait for open requests to finish after SIGTERM / SIGINT (ms); then the readers stop regardless. */
+const DRAIN_MS = 10_000;
+
 let stopping = false;
 async function stop(): Promise<void> {
   if (stopping) return;
   stopping = true;
+  const started = performance.now();
   service.log('shutting down');
-  await Promise.all(servers.map((s) => s.server.shutdown()));
+  // Open requests may finish (a graceful stop), but a connection that never ends must not hold
+  // the process: past DRAIN_MS the readers stop, which ends every generation still running.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const drained = await Promise.race([
+    Promise.all(servers.map((s) => s.server.shutdown())).then(() => true),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), DRAIN_MS))),
+  ]);
+  clearTimeout(timer);
+  service.log('listeners closed', { drained, ms: Math.round(performance.now() - started) });
   await service.close();
+  service.log('readers stopped', { ms: Math.round(performance.now() - started) });
   Deno.exit(0);
 }
 Deno.addSignalListener('SIGINT', () => void stop());
