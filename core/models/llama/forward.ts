@@ -310,13 +310,13 @@ export class LlamaModel {
     return { ...r, invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, ...layerRope(c, l, this.maxContext) }) };
   }
 
-  /** Context limit of a sequence in positions (the block tables' capacity): picks longrope's factors. */
   /** The cache dtype the flash kernels read (the plan takes them for f32 and f16 caches only: decode_plan.ts splitKProblem). */
   private flashKvDtype(): 'f32' | 'f16' {
     if (this.kvDtype === 'q8') throw new Error('LlamaModel: the flash attention kernels read f32 and f16 caches only');
     return this.kvDtype;
   }
 
+  /** Context limit of a sequence in positions (the block tables' capacity): picks longrope's factors. */
   get maxContext(): number {
     return this.geo.maxBlocksPerSeq * this.geo.blockSize;
   }
