@@ -28,12 +28,14 @@ fi
 [[ -f web/dist/index.html ]] || fail "web/dist/index.html missing (npm run build)"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/weft-pack.XXXXXX")
+# The server runs in its own process group (setsid): npx does not pass signals on to the
+# node process it starts, so signals go to the whole group, and the group must be gone.
 SERVER_PID=
 cleanup() {
-  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
+  if [[ -n $SERVER_PID ]] && kill -0 -- "-$SERVER_PID" 2>/dev/null; then
+    kill -- "-$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 -- "-$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 -- "-$SERVER_PID" 2>/dev/null || true
   fi
   rm -rf "$TMP"
 }
@@ -81,7 +83,7 @@ say "generate: $(node -p 'JSON.parse(process.argv[1]).text' "$out" | tr '\n' ' '
 PORT=$(node -e 'const s=require("node:net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close();})')
 # Only the inference port: the others (3001, 3002, 3003, 8080) may be taken on a shared host.
 WEFT_MANAGEMENT_PORT=0 WEFT_OPENAI_PORT=0 WEFT_SAGEMAKER_PORT=0 WEFT_VERTEX_PORT=0 WEFT_HOST=127.0.0.1 \
-  npx --no-install "$NAME" serve --port "$PORT" >"$TMP/serve.log" 2>&1 &
+  setsid npx --no-install "$NAME" serve --port "$PORT" >"$TMP/serve.log" 2>&1 &
 SERVER_PID=$!
 BASE=http://127.0.0.1:$PORT
 ok=
@@ -99,8 +101,8 @@ page=$(curl -fsS "$BASE/")
 gen=$(curl -fsS -H 'content-type: application/json' -d '{"text":"Once upon a time","max_new_tokens":4}' "$BASE/generate")
 node -e 'const g=JSON.parse(process.argv[1]); if (typeof g.text !== "string") { console.error(g); process.exit(1); }' "$gen" || fail "/generate: $gen"
 say "serve: /version, / (web app) and /generate answered"
-kill "$SERVER_PID"
-for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$SERVER_PID" 2>/dev/null; then fail "serve did not stop on SIGTERM"; fi
+kill -- "-$SERVER_PID"
+for _ in $(seq 1 100); do kill -0 -- "-$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 -- "-$SERVER_PID" 2>/dev/null; then fail "serve did not stop on SIGTERM"; fi
 SERVER_PID=
 say "PASS ($NAME@$VERSION from $TARBALL)"

@@ -13,6 +13,8 @@
  * The same weights as a GGUF file (written by hfToGguf, as llama.cpp's converter lays it out):
  *   F16: the same 1e-2; Q8_0: 5e-2 of max |golden logit| (8-bit weight rounding, against the
  *   golden of the unquantized weights), greedy ids where the gap exceeds twice that.
+ * Quantized GGUFs are also checked against the plain-TS reference on the file's own
+ * dequantized weights (the kernels' error alone): within 1e-4 of max |reference logit|.
  * Checkpoints are cached under .cache/realshape/ (about 1 GB each).
  */
 import { execFile, execFileSync } from 'node:child_process';
@@ -24,9 +26,13 @@ import { loadDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
 import { openGguf } from '../../core/formats/gguf.ts';
+import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
+import { openSafetensorsModel } from '../../core/formats/safetensors.ts';
+import { openGgufWeights } from '../../core/models/gguf_weights.ts';
+import { hostToF32 } from '../../core/models/host_tensor.ts';
 import { ggufOf } from '../../bench/memory.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
-import { absMax, allPositionLogits, maxAbsDiff } from '../helpers/tiny_decoder.ts';
+import { absMax, allPositionLogits, maxAbsDiff, referenceRun } from '../helpers/tiny_decoder.ts';
 import { loadTokenizerFromSource } from '../../core/tokenizer/tokenizer.ts';
 import { post, startTestService, type TestService } from '../server/helpers.ts';
 
@@ -84,6 +90,41 @@ async function checkAgainstGolden(backend: string, dir: string, open: () => Prom
   }
 }
 
+/** Kernels against the reference on the file's weights: measured 1.3e-6 .. 1.6e-6 of max |logit| (Q4_K, Q5_K, Q6_K, Q8_0). */
+const FILE_WEIGHTS_TOL = 1e-4;
+
+/**
+ * Weft's logits for the golden prompt from the GGUF at `path` against the plain-TS reference
+ * (core/models/llama/reference.ts) on the file's own weights, dequantized: the kernels' error
+ * alone, without the quantization's. Within `tol` of max |reference logit| (the kernels decode
+ * blocks in registers in their own f32 operation order).
+ */
+async function checkAgainstFileWeights(backend: string, dir: string, path: string, tol: number, what: string): Promise<void> {
+  const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as Golden;
+  const cfg = parseDecoderConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>);
+  const names = [...(await openSafetensorsModel(dirSource(dir))).tensors.keys()];
+  const file = await openGgufWeights(await fileSource(path));
+  const weights = new Map<string, Float32Array>();
+  for (const n of names) if (file.weights.has(n)) weights.set(n, hostToF32(await file.weights.load(n)));
+  const get = (n: string): Float32Array => {
+    const v = weights.get(n);
+    if (!v) throw new Error(`${what}: no ${n} in the file`);
+    return v;
+  };
+  const ids = g.prompt_ids.slice(0, g.positions);
+  const ref = referenceRun(cfg, get, ids, 0).logits;
+  weights.clear();
+  const ctx = await gpuFor(backend);
+  const d = await loadDecoder(ctx, await openModelPath(path), { maxSeqs: 8, maxContext: 64, maxTokensPerStep: 16 });
+  try {
+    const err = maxAbsDiff(await allPositionLogits(d, ids), ref) / absMax(ref);
+    console.info(`${what} vs the reference on the file's weights: max |Δlogit| / max|ref| = ${err.toExponential(2)}`);
+    expect(err).toBeLessThan(tol);
+  } finally {
+    d.destroy();
+  }
+}
+
 describe.each(CASES)('%s shape (%i layers; 0: all of them) against its PyTorch golden', (model, layers) => {
   const backend = TEST_BACKENDS[0]!;
   it(`bf16 safetensors (f16 on the device) on ${backend}`, async () => {
@@ -124,6 +165,7 @@ describe('qwen2.5-0.5b shape (2 layers) as K-quant GGUF against its PyTorch gold
     expect(g.tensors.get('blk.0.ffn_down.weight')!.type).toBe(type);
     expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
     await checkAgainstGolden(backend, dir, () => openModelPath(path), tol, `qwen2.5-0.5b L2 GGUF ${type}`);
+    await checkAgainstFileWeights(backend, dir, path, FILE_WEIGHTS_TOL, `qwen2.5-0.5b L2 GGUF ${type}`);
   });
 });
 
@@ -138,6 +180,7 @@ describe('llama-3.2-1b shape (4 layers) as a Q8_0 GGUF against its PyTorch golde
     expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
     expect(g.tensors.has('rope_freqs.weight')).toBe(true);
     await checkAgainstGolden(backend, dir, () => openModelPath(path), 5e-2, 'llama-3.2-1b L4 GGUF Q8_0');
+    await checkAgainstFileWeights(backend, dir, path, FILE_WEIGHTS_TOL, 'llama-3.2-1b L4 GGUF Q8_0');
   });
 });
 
