@@ -13,7 +13,7 @@
  * Several string constraints are intersected (`and`) by product construction.
  */
 import { type Node, alt, and, chars, cls, EPS, lit, NONE, rep, seq } from './ast.ts';
-import { ANY, type Ranges, intersect, members, ranges, single, subtract, union } from './charset.ts';
+import { ANY, hasCp, type Ranges, intersect, members, ranges, single, subtract, union } from './charset.ts';
 import { parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
 
 /**
@@ -195,14 +195,26 @@ function contentExcluding(names: readonly string[]): Node {
     }
     t.end = true;
   }
+  // A value is excluded-free iff it leaves the names' trie (a character no name continues with, then
+  // anything) or stops at a trie node that ends no name. The "then anything" tail is shared by every
+  // exit: one copy, not one per trie node (schemas exclude dozens of long property names).
   const anyRun = rep(ANY_ENCODED, 0, Infinity);
-  const walk = (t: T): Node => {
-    const kidSet = union(...[...t.kids.keys()].map(single));
-    const parts: Node[] = [t.end ? NONE : EPS, seq(encodedClass(subtract(ANY, kidSet)), anyRun)];
-    for (const [c, k] of t.kids) parts.push(seq(encodedClass(single(c)), walk(k)));
+  const stop = (t: T): Node => {
+    const parts: Node[] = [t.end ? NONE : EPS];
+    for (const [c, k] of t.kids) parts.push(seq(encodedClass(single(c)), stop(k)));
     return alt(...parts);
   };
-  return walk(root);
+  const kidSet = (t: T): Ranges => union(...[...t.kids.keys()].map(single));
+  if (names.every((n) => !Array.from(n).some((ch) => hasCp(ESC, ch.codePointAt(0)!)))) {
+    // No name holds a character that needs an escape (the usual case): any value with one is
+    // excluded-free, so the exits inside the trie are only unescaped characters (a small class
+    // each, instead of every escape sequence once per trie node).
+    const leave = (t: T): Node => alt(cls(subtract(subtract(ANY, ESC), kidSet(t))), ...[...t.kids].map(([c, k]) => seq(encodedClass(single(c)), leave(k))));
+    const escaped = seq(rep(cls(subtract(ANY, ESC)), 0, Infinity), encodedClass(ESC), anyRun);
+    return alt(seq(leave(root), anyRun), stop(root), escaped);
+  }
+  const leave = (t: T): Node => alt(encodedClass(subtract(ANY, kidSet(t))), ...[...t.kids].map(([c, k]) => seq(encodedClass(single(c)), leave(k))));
+  return alt(seq(leave(root), anyRun), stop(root));
 }
 
 export const sepAst = (ws: Whitespace): Node => seq(wsRun(ws), lit(ws === 'compact' ? ', ' : ','), wsRun(ws));

@@ -162,6 +162,22 @@ class StackSpace {
     const frames = this.closure(id).frames;
     const rows = Array.from(frames, (f) => this.machines[this.fm[f]!]!.stepAll(this.fs[f]!));
     const row = new Int32Array(256);
+    if (rows.length === 1) {
+      // One live frame (the common case): the byte's DFA target is the whole key.
+      const r = rows[0]!;
+      const f = frames[0]!;
+      const m = this.fm[f]!;
+      const p = this.fp[f]!;
+      const memo = new Map<number, number>();
+      for (let b = 0; b < 256; b++) {
+        const x = r[b]!;
+        let t = memo.get(x);
+        if (t === undefined) memo.set(x, (t = x >= 0 ? this.set([this.frame(m, x, p)]) : -1));
+        row[b] = t;
+      }
+      this.rows[id] = row;
+      return row;
+    }
     const memo = new Map<string, number>();
     for (let b = 0; b < 256; b++) {
       let key = '';
@@ -194,7 +210,6 @@ interface Walk {
   readonly certain: Uint32Array;
   /** Flat (token, byte offset where the frame returns) pairs. */
   readonly unc: number[];
-  readonly plain: (s: number) => number;
   /** The text class whose subtrees the walk settles without walking them, and its per-state table. */
   readonly cls: TextClass;
   readonly table: PlainTable;
@@ -268,8 +283,20 @@ export class NativeGrammar {
   private walk(w: Walk, t: Omit<FlatTrie, 'groupStart'>, lo: number, hi: number, start: number, shift: Int32Array | null, skipPlain: boolean): void {
     const { byte, depth, skip, tokStart, tokCount, tokens } = t;
     const { tokAt } = this.trie;
-    const { sufMax, sufMin } = w.cls;
-    const { certain, unc, plain } = w;
+    const { sufMax, sufMin, ascii } = w.cls;
+    const { asciiBelow, highBelow, reachMax, reachMin } = this.trie;
+    const k0 = ascii ? ~ascii[0]! : 0;
+    const k1 = ascii ? ~ascii[1]! : 0;
+    const k2 = ascii ? ~ascii[2]! : 0;
+    const k3 = ascii ? ~ascii[3]! : 0;
+    // Whether node i's subtree is class text all the way down (its own byte first: most nodes fail there).
+    const inClass = (i: number): boolean => {
+      const b = byte[i]!;
+      if (b >= 128 || (ascii![b >> 5]! & (1 << (b & 31))) === 0 || highBelow[i] !== 0) return false;
+      const o = i * 4;
+      return ((asciiBelow[o]! & k0) | (asciiBelow[o + 1]! & k1) | (asciiBelow[o + 2]! & k2) | (asciiBelow[o + 3]! & k3)) === 0;
+    };
+    const { certain, unc, table } = w;
     const callFree = w.callFree;
     const fol = this.follow[w.m]!;
     const d = this.machines[w.m]!;
@@ -277,8 +304,13 @@ export class NativeGrammar {
     const st = new Int32Array(t.maxDepth + 1);
     // Per walk depth: the plainInfo of st[depth].
     const pi = new Int32Array(t.maxDepth + 1);
+    // Per walk depth: whether the path from the root is all class text (ASCII classes only): then a
+    // subtree that ends within the root's class depth holds only tokens already in its bitset.
+    const pk = new Uint8Array(t.maxDepth + 1);
     st[0] = start;
-    if (skipPlain) pi[0] = plain(start);
+    if (skipPlain) pi[0] = table.info(start);
+    const rootPd = pi[0]! >> 1;
+    pk[0] = ascii && skipPlain ? 1 : 0;
     const record = (i: number, offset: number): void => {
       for (let j = i; j < skip[i]!; j++) {
         for (let k = tokStart[j]!, e = k + tokCount[j]!; k < e; k++) unc.push(tokens[k]!, offset + (shift ? shift[tokens[k]!]! : 0));
@@ -287,26 +319,25 @@ export class NativeGrammar {
     for (let i = lo; i < hi; ) {
       const dd = depth[i]!;
       if (skipPlain) {
-        const sm = sufMax[i]!;
-        if (sm >= 0) {
-          // Every token under i continues with plain text from here.
-          const info = pi[dd - 1]!;
-          const pd = info >> 1;
-          if (sm <= pd) {
+        // The class suffix bounds of the tokens under i, if all of them continue with class text from here.
+        const info = pi[dd - 1]!;
+        const pd = info >> 1;
+        const sm = sufMax ? sufMax[i]! : reachMax[i]!;
+        const settle = sm <= pd;
+        const dead = (info & 1) !== 0 && (dd === 1 || (sufMin ? sufMin[i]! : reachMin[i]!) > pd);
+        // The class test last: it is the costly part for ASCII sets, and most nodes need neither case.
+        if ((settle || dead) && (sufMax ? sm >= 0 : inClass(i))) {
+          if (settle) {
             // All of them stay inside the frame (at the root: already in the bitset).
-            if (dd > 1) {
+            if (dd > 1 && !(pk[dd - 1] === 1 && dd - 1 + sm <= rootPd)) {
               for (let k = tokAt[i]!, e = tokAt[skip[i]!]!; k < e; k++) setBit(certain, tokens[k]!);
               const md = w.table.maxDist(st[dd - 1]!, sm, w.dist);
               if (md > w.maxAfter) w.maxAfter = md;
             }
-            i = skip[i]!;
-            continue;
           }
-          if (info & 1 && (dd === 1 || sufMin[i]! > pd)) {
-            // None can go past pd characters, and none leaves the frame on the way.
-            i = skip[i]!;
-            continue;
-          }
+          // Otherwise none can go past pd characters, and none leaves the frame on the way.
+          i = skip[i]!;
+          continue;
         }
       }
       const cur = st[dd - 1]!;
@@ -326,7 +357,8 @@ export class NativeGrammar {
         continue;
       }
       st[dd] = nx;
-      if (skipPlain) pi[dd] = plain(nx);
+      if (skipPlain) pi[dd] = table.info(nx);
+      pk[dd] = pk[dd - 1] === 1 && b < 128 && (ascii![b >> 5]! & (1 << (b & 31))) !== 0 ? 1 : 0;
       if (tokCount[i]! > 0) {
         const da = w.dist(nx);
         if (da > w.maxAfter) w.maxAfter = da;
@@ -378,7 +410,6 @@ export class NativeGrammar {
     for (let b = 0; b < 128; b++) if (k[b] && !k[b - 1]) shapes.push([[b, b]]);
     for (const sh of shapes) while (sh[0]![1] + 1 < 128 && k[sh[0]![1] + 1]) sh[0] = [sh[0]![0], sh[0]![1] + 1];
     const cls = this.trie.asciiClass(k);
-    if (!cls) return null;
     const key = `${m},${callFree ? 1 : 0},${k.join('')}`;
     let table = this.classTables.get(key);
     if (!table) {
@@ -430,8 +461,7 @@ export class NativeGrammar {
       }
     }
     const pd = info >> 1;
-    const plain = table;
-    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], plain: (x) => plain.info(x), dist, maxAfter: 0, cls, table };
+    const w: Walk = { m, callFree, certain: new Uint32Array(trie.words), unc: [], dist, maxAfter: 0, cls, table };
     // Class tokens short enough to stay inside the frame from the start: one precomputed bitset.
     if (pd > 0) {
       w.certain.set(cls.upTo(pd));
@@ -558,14 +588,23 @@ class PlainTable {
 
   /** The largest dist() of the states after 1..n plain characters from `s` (n ≤ info(s)'s depth). */
   maxDist(s: number, n: number, dist: (s: number) => number): number {
-    let m = 0;
-    for (let k = 0, x = s; k < n; k++) {
-      x = this.next(x);
-      if (x < 0) break;
-      m = Math.max(m, dist(x));
+    // Walks settle many subtrees from one state: keep the running maxima along its chain.
+    if (s >= this.maxDists.length) this.maxDists.length = s + 1;
+    let pre = this.maxDists[s];
+    if (!pre || pre.length <= n) {
+      pre = new Int32Array(Math.max(n, this.info(s) >> 1) + 1);
+      for (let k = 1, x = s, m = 0; k < pre.length; k++) {
+        if (x >= 0) x = this.next(x);
+        if (x >= 0) m = Math.max(m, dist(x));
+        pre[k] = m;
+      }
+      this.maxDists[s] = pre;
     }
-    return m;
+    return pre[n]!;
   }
+
+  /** State → its maxDist for n = 0, 1, 2, … up to its plain depth. */
+  private readonly maxDists: Array<Int32Array | undefined> = [];
 
   /**
    * States after 0..n plain characters from `s` (n ≤ info(s)'s depth), or

@@ -61,6 +61,18 @@ export class TokenTrie {
   /** Token id → byte offset where its tail starts (tokens that are not plain). */
   readonly tailFrom: Int32Array;
   private readonly plainMasks: Uint32Array[] = [];
+  /**
+   * Per node i, over i and its subtree: the ASCII bytes that occur
+   * (`asciiBelow[4i .. 4i + 4)`, a 128-bit set), whether a byte ≥ 0x80 does
+   * (`highBelow[i]`), and the most / fewest bytes from i to the end of a token
+   * (`reachMax[i]` / `reachMin[i]`, counting i). A subtree whose bytes all lie
+   * in an ASCII set K is class text all the way down, so its class suffix
+   * bounds are reachMax / reachMin: any set's skip test without per-set tables.
+   */
+  readonly asciiBelow: Uint32Array;
+  readonly highBelow: Uint8Array;
+  readonly reachMax: Int16Array;
+  readonly reachMin: Int16Array;
 
   private static readonly cache = new WeakMap<VocabLike, TokenTrie>();
 
@@ -157,73 +169,72 @@ export class TokenTrie {
     this.sufMax = sufMax;
     this.sufMin = sufMin;
     this.tokAt = tokAt;
+    // Subtree summaries, children before parents (reverse preorder).
+    const below = new Uint32Array(n * 4);
+    const high = new Uint8Array(n);
+    const reachMax = new Int16Array(n);
+    const reachMin = new Int16Array(n).fill(0x7fff);
+    for (let i = n - 1; i >= 0; i--) {
+      const b = this.byte[i]!;
+      if (b < 128) below[i * 4 + (b >> 5)]! |= 1 << (b & 31);
+      else high[i] = 1;
+      if (this.tokCount[i]! > 0) (reachMax[i] = 1), (reachMin[i] = 1);
+      for (let j = i + 1; j < this.skip[i]!; j = this.skip[j]!) {
+        for (let w = 0; w < 4; w++) below[i * 4 + w]! |= below[j * 4 + w]!;
+        high[i] = high[i]! | high[j]!;
+        reachMax[i] = Math.max(reachMax[i]!, Math.min(0x7fff, reachMax[j]! + 1));
+        reachMin[i] = Math.min(reachMin[i]!, reachMin[j]! + 1);
+      }
+    }
+    this.asciiBelow = below;
+    this.highBelow = high;
+    this.reachMax = reachMax;
+    this.reachMin = reachMin;
+    // Every JSON string's first mask takes one of these: build them with the vocabulary, not on a request's step.
+    this.plainUpTo(0);
   }
 
   /** Plain text as a TextClass (the walk's skip tables). */
   get plainClass(): TextClass {
-    return (this.plainCls ??= { sufMax: this.sufMax, sufMin: this.sufMin, maxLen: this.maxPlain, upTo: (n) => this.plainUpTo(n) });
+    return (this.plainCls ??= { sufMax: this.sufMax, sufMin: this.sufMin, ascii: null, maxLen: this.maxPlain, upTo: (n) => this.plainUpTo(n) });
   }
 
   private plainCls: TextClass | undefined;
   private readonly classes = new Map<string, TextClass>();
-  private readonly classAsks = new Map<string, number>();
 
   /**
    * The TextClass of a set of ASCII bytes (`k[b]` = 1 for b < 128), one
-   * character per byte: per node the longest / shortest suffix made only of
-   * them (or -1), and bitsets of the tokens made only of them by length.
-   * Built once per set and vocabulary (a few ms on 128k tokens; at most 32 sets kept),
-   * on the set's second request: null the first time.
+   * character per byte: the walk tests subtrees against the set with the
+   * per-node summaries (asciiBelow); here only the tokens made of class bytes
+   * alone, by length, are gathered (a walk of the class's part of the trie,
+   * well under a millisecond for 128k tokens). At most 32 sets kept.
    */
-  asciiClass(k: Uint8Array): TextClass | null {
-    const key = Array.from(k.subarray(0, 128)).join('');
+  asciiClass(k: Uint8Array): TextClass {
+    const ascii = new Uint32Array(4);
+    for (let b = 0; b < 128; b++) if (k[b] === 1) ascii[b >> 5]! |= 1 << (b & 31);
+    const key = ascii.join(',');
     let c = this.classes.get(key);
     if (c) return c;
-    // Built on a set's second request: a walk costs less than the tables, once.
-    const seen = this.classAsks.get(key) ?? 0;
-    if (this.classAsks.size >= 4096) this.classAsks.clear();
-    this.classAsks.set(key, seen + 1);
-    if (seen === 0) return null;
-    const n = this.nodes;
     const { byte, depth, skip, tokStart, tokCount, tokens } = this;
-    const inK = (i: number): boolean => byte[i]! < 128 && k[byte[i]!] === 1;
-    // Post-order over the preorder layout: a node's suffix is its byte then a child's suffix (or nothing, for its own tokens).
-    const sufMax = new Int16Array(n);
-    const sufMin = new Int16Array(n);
-    for (let i = n - 1; i >= 0; i--) {
-      if (!inK(i)) {
-        sufMax[i] = -1;
+    // Tokens made only of class bytes: their whole path is in the class.
+    const byLen: number[][] = [[]];
+    for (let i = 0; i < this.nodes; ) {
+      const b = byte[i]!;
+      if (b >= 128 || k[b] !== 1) {
+        i = skip[i]!;
         continue;
       }
-      let hi = tokCount[i]! > 0 ? 1 : -2;
-      let lo = tokCount[i]! > 0 ? 1 : 0x7fff;
-      for (let j = i + 1; j < skip[i]! && hi !== -1; j = skip[j]!) {
-        if (sufMax[j]! < 0) hi = -1;
-        else {
-          hi = Math.max(hi, Math.min(0x7fff, sufMax[j]! + 1));
-          lo = Math.min(lo, sufMin[j]! + 1);
-        }
+      const d = Math.min(0x7fff, depth[i]!);
+      if (tokCount[i]! > 0) {
+        while (byLen.length <= d) byLen.push([]);
+        for (let t = tokStart[i]!, e = t + tokCount[i]!; t < e; t++) byLen[d]!.push(tokens[t]!);
       }
-      sufMax[i] = hi;
-      sufMin[i] = lo;
+      i++;
     }
-    // Tokens made only of class bytes: their whole path is in the class.
-    const lenOf = new Int16Array(this.vocabSize).fill(-1);
-    let maxLen = 0;
-    const allK = new Uint8Array(this.maxDepth + 1);
-    allK[0] = 1;
-    for (let i = 0; i < n; i++) {
-      const d = depth[i]!;
-      allK[d] = allK[d - 1]! && inK(i) ? 1 : 0;
-      if (!allK[d]) continue;
-      for (let t = tokStart[i]!, e = t + tokCount[i]!; t < e; t++) lenOf[tokens[t]!] = Math.min(0x7fff, d);
-      if (tokCount[i]! > 0 && d > maxLen) maxLen = Math.min(0x7fff, d);
-    }
+    const maxLen = byLen.length - 1;
     const masks: Uint32Array[] = [];
     const upTo = (len: number): Uint32Array => {
       if (masks.length === 0) {
-        const byLen: number[][] = Array.from({ length: maxLen + 1 }, () => []);
-        for (let id = 0; id < this.vocabSize; id++) if (lenOf[id]! >= 0) byLen[lenOf[id]!]!.push(id);
         let m = new Uint32Array(this.words);
         for (const ids of byLen) {
           m = m.slice();
@@ -233,7 +244,7 @@ export class TokenTrie {
       }
       return masks[Math.max(0, Math.min(len, maxLen))]!;
     };
-    c = { sufMax, sufMin, maxLen, upTo };
+    c = { sufMax: null, sufMin: null, ascii, maxLen, upTo };
     if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
     this.classes.set(key, c);
     return c;
@@ -285,11 +296,15 @@ function plainCharAt(b: Uint8Array, o: number): number {
  * A class of text (plain text, or a set of ASCII bytes) as the mask walk uses
  * it: per trie node the longest / shortest class suffix of the tokens under it
  * (-1 if some suffix is not all class text), and the tokens made only of class
- * text, by length in characters (cumulative bitsets, read-only).
+ * text, by length in characters (cumulative bitsets, read-only). Plain text
+ * has per-node tables (`sufMax` / `sufMin`); an ASCII set is the 128-bit set
+ * `ascii`, tested against TokenTrie.asciiBelow (its bounds are then
+ * reachMax / reachMin).
  */
 export interface TextClass {
-  readonly sufMax: Int16Array;
-  readonly sufMin: Int16Array;
+  readonly sufMax: Int16Array | null;
+  readonly sufMin: Int16Array | null;
+  readonly ascii: Uint32Array | null;
   /** Longest token made only of class text, in characters. */
   readonly maxLen: number;
   upTo(chars: number): Uint32Array;

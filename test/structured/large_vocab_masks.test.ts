@@ -30,8 +30,10 @@ const FILES = [
   'pattern-unanchored.json',
   'dictionary.json',
   'string-lengths.json',
-  'format-email.json', // runs of one ASCII set (settled by its class tables once asked twice)
+  'format-email.json', // runs of one ASCII set (subtrees of class text settled from per-node summaries)
   'formats-object.json',
+  'kw-formats-more.json',
+  'pattern-identifier.json',
 ];
 const has = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
 
