@@ -25,6 +25,8 @@ export type Node =
   | { readonly t: 'rep'; readonly item: Node; readonly min: number; readonly max: number }
   | { readonly t: 'call'; readonly rule: string }
   | { readonly t: 'and'; readonly items: readonly Node[] }
+  /** The strings of `item` that are not strings of `minus` (both call-free). */
+  | { readonly t: 'diff'; readonly item: Node; readonly minus: Node }
   | { readonly t: 'obj'; readonly props: readonly ObjProp[]; readonly extra: Node | null; readonly sep: Node }
   | { readonly t: 'mod'; readonly m: number };
 
@@ -80,6 +82,12 @@ export function and(...items: Node[]): Node {
   return items.length === 1 ? items[0]! : { t: 'and', items };
 }
 
+/** item ∖ minus (both call-free). */
+export function diff(item: Node, minus: Node): Node {
+  if (item.t === 'none' || minus.t === 'none') return item;
+  return { t: 'diff', item, minus };
+}
+
 export function hasCall(n: Node): boolean {
   switch (n.t) {
     case 'call':
@@ -90,6 +98,8 @@ export function hasCall(n: Node): boolean {
       return n.items.some(hasCall);
     case 'rep':
       return hasCall(n.item);
+    case 'diff':
+      return hasCall(n.item) || hasCall(n.minus);
     case 'obj':
       return n.props.some((p) => hasCall(p.kv)) || (n.extra !== null && hasCall(n.extra)) || hasCall(n.sep);
     default:

@@ -180,6 +180,8 @@ function mapped<T>(spec: ConstraintSpec, f: () => T): T {
     if (e instanceof TooLargeError || e instanceof OverBudgetError) {
       fail('constraint_too_complex', `constraint too complex to compile: ${e.message}`, '', keyword);
     }
+    // The builders recurse on the schema's nesting: a pathologically deep one is too complex, not a crash.
+    if (e instanceof RangeError && /call stack/i.test(e.message)) fail('constraint_too_complex', 'constraint too complex to compile: nested too deeply', '', keyword);
     throw e;
   }
 }
@@ -253,6 +255,8 @@ function build(spec: ConstraintSpec, vocab: VocabLike, backend: Backend, ws: Whi
     if (e instanceof TooLargeError || e instanceof OverBudgetError) {
       fail('constraint_too_complex', `constraint too complex to compile: ${e.message}`, '', keyword);
     }
+    // The builders recurse on the schema's nesting: a pathologically deep one is too complex, not a crash.
+    if (e instanceof RangeError && /call stack/i.test(e.message)) fail('constraint_too_complex', 'constraint too complex to compile: nested too deeply', '', keyword);
     throw e;
   }
 }

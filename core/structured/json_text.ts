@@ -14,7 +14,8 @@
  */
 import { type Node, alt, and, chars, cls, EPS, lit, NONE, rep, seq } from './ast.ts';
 import { ANY, hasCp, type Ranges, intersect, members, ranges, single, subtract, union } from './charset.ts';
-import { parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
+import { TooLargeError } from './budget.ts';
+import { applyLookaheads, parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
 
 /**
  * Insignificant whitespace the output must use:
@@ -99,8 +100,9 @@ function encodeChars(n: Node): Node {
 /** A JSON Schema `pattern` (unanchored search semantics) over encoded string content. */
 export function patternContent(branches: readonly RegexBranch[]): Node {
   const anyRun = rep(ANY_ENCODED, 0, Infinity);
-  return alt(...branches.map((b) => seq(b.start ? EPS : anyRun, encodeChars(b.node), b.end ? EPS : anyRun)));
+  return alt(...branches.map((b) => applyLookaheads(seq(b.start ? EPS : anyRun, encodeChars(b.node), b.end ? EPS : anyRun), b, encodeChars, anyRun)));
 }
+
 
 // The supported `format`s, as regexes over ASCII. Each accepts a subset of what ajv-formats
 // (full mode) accepts, so generated strings always validate; unknown-to-ajv IDN/IRI formats use
@@ -178,8 +180,13 @@ export function keyExcluding(names: readonly string[]): Node {
   return seq(lit('"'), contentExcluding(names), lit('"'));
 }
 
+/** Longest key or string value that can be excluded (UTF-16 units). */
+const MAX_EXCLUDED_NAME = 256;
+
 /** String content (between the quotes) whose decoded value is none of `names`, canonically encoded. */
 function contentExcluding(names: readonly string[]): Node {
+  // The construction below nests one level per character (AST and automaton builders recurse on it).
+  if (names.some((n) => n.length > MAX_EXCLUDED_NAME)) throw new TooLargeError(`a name to exclude is longer than ${MAX_EXCLUDED_NAME} characters`);
   interface T {
     end: boolean;
     kids: Map<number, T>;

@@ -133,6 +133,9 @@ function frag(nfa: Nfa, n: Node, from: number, to: number, ri: RuleIndex | null)
     case 'and':
       embedProduct(nfa, n.items, from, to);
       return;
+    case 'diff':
+      embedProduct(nfa, [n.item, n.minus], from, to, 1);
+      return;
     case 'mod': {
       // States: `first` (no digit yet) and one per residue of the digits read so far, mod m.
       const first = nfa.add();
@@ -178,14 +181,23 @@ function frag(nfa: Nfa, n: Node, from: number, to: number, ri: RuleIndex | null)
 
 const MAX_PRODUCT_STATES = 60_000;
 
-/** Intersection of call-free languages, determinized, trimmed and embedded between from/to. */
-function embedProduct(nfa: Nfa, items: readonly Node[], from: number, to: number): void {
-  const dfas = items.map((it) => {
+/** A negated component that has died: every continuation is outside its language. */
+const GONE = -2;
+
+/**
+ * Intersection of call-free languages, determinized, trimmed and embedded
+ * between from/to. Components from index `negFrom` on are complemented (the
+ * product accepts where they do not): `diff` is [item, minus] with negFrom 1.
+ */
+function embedProduct(nfa: Nfa, items: readonly Node[], from: number, to: number, negFrom = items.length): void {
+  const built = items.map((it) => {
     const sub = buildNfa(it, null);
     trim(sub, () => false);
     return new Dfa(sub);
   });
-  if (dfas.some((d) => d.dead)) return;
+  if (built.slice(0, negFrom).some((d) => d.dead)) return;
+  // An empty complemented language excludes nothing.
+  const dfas = built.filter((d, k) => k < negFrom || !d.dead);
   const keyOf = (t: number[]): string => t.join(',');
   const tuples: number[][] = [dfas.map((d) => d.start)];
   const index = new Map([[keyOf(tuples[0]!), 0]]);
@@ -195,14 +207,16 @@ function embedProduct(nfa: Nfa, items: readonly Node[], from: number, to: number
   firsts.push(256);
   for (let i = 0; i < tuples.length; i++) {
     const tr = new Int32Array(256).fill(-1);
-    const rows = dfas.map((d, k) => d.stepAll(tuples[i]![k]!));
+    const rows = dfas.map((d, k) => (tuples[i]![k]! === GONE ? null : d.stepAll(tuples[i]![k]!)));
     for (let c = 0; c + 1 < firsts.length; c++) {
       const b = firsts[c]!;
       const t: number[] = [];
-      for (const r of rows) {
-        const x = r[b]!;
-        if (x < 0) break;
-        t.push(x);
+      for (let k = 0; k < rows.length; k++) {
+        const r = rows[k];
+        // A trimmed DFA dies exactly when no continuation is in its language: a complemented one stays alive.
+        const x = r ? r[b]! : GONE;
+        if (x < 0 && k < negFrom) break;
+        t.push(x < 0 ? GONE : x);
       }
       if (t.length < dfas.length) continue;
       const key = keyOf(t);
@@ -218,7 +232,7 @@ function embedProduct(nfa: Nfa, items: readonly Node[], from: number, to: number
     }
     trans.push(tr);
   }
-  const accept = tuples.map((t) => t.every((s, k) => dfas[k]!.accepting(s)));
+  const accept = tuples.map((t) => t.every((s, k) => (k < negFrom ? dfas[k]!.accepting(s) : s === GONE || !dfas[k]!.accepting(s))));
   // Co-reachability on the product (it is not implied by the components).
   const live = accept.slice();
   for (let changed = true; changed; ) {

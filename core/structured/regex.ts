@@ -6,20 +6,33 @@
  * \cX ...), `.`, classes with ranges/negation and \d \w \s \D \W \S, \p{..} /
  * \P{..} (host Unicode tables), groups (capturing, named, `(?:`), alternation,
  * quantifiers * + ? {n} {n,} {n,m} (lazy forms behave as greedy: only the
- * language matters), and `^` / `$` at the ends of top-level alternatives.
- * Backreferences, lookaround, word boundaries and mid-pattern anchors cannot
- * be expressed by a finite automaton and are refused with `invalid_regex`.
- * Matching is over characters; nfa.ts lowers each class to UTF-8 byte paths, so
- * `[^"]` accepts any multi-byte character.
+ * language matters), `^` / `$` at the ends of top-level alternatives, and
+ * lookaheads `(?=X)` / `(?!X)` at the start of an alternative anchored there
+ * (`^(?!X)Y`, the common "not this name" form: intersection with, or
+ * difference from, the strings that start with X). Also the web-compatibility
+ * syntax of ECMA-262 Annex B that real schemas rely on (what `new RegExp(p)`
+ * without the `u` flag reads): identity escapes of ASCII punctuation (`\-`,
+ * `\@`), a lone `]` or `}`, a `{` that does not start a quantifier, and a
+ * class escape next to `-` inside a class (`[\w-.]`: the `-` is literal).
+ * Backreferences, lookbehind, other lookaheads, word boundaries and
+ * mid-pattern anchors are refused with `invalid_regex`. Matching is over
+ * characters (as in `u` mode); nfa.ts lowers each class to UTF-8 byte paths,
+ * so `[^"]` accepts any multi-byte character.
  */
-import { type Node, alt, cls, fail, rep, seq } from './ast.ts';
-import { type Ranges, DIGIT, DOT, negate, ranges, single, SPACE, union, unicodeProperty, WORD } from './charset.ts';
+import { type Node, alt, and, cls, diff, EPS, fail, rep, seq } from './ast.ts';
+import { ANY, type Ranges, DIGIT, DOT, negate, ranges, single, SPACE, union, unicodeProperty, WORD } from './charset.ts';
 
 /** One top-level alternative and whether it was anchored with ^ / $. */
 export interface RegexBranch {
   readonly node: Node;
   readonly start: boolean;
   readonly end: boolean;
+  /**
+   * Lookaheads at the alternative's start (only when it is anchored there):
+   * the whole string must (`negative: false`) or must not start with a match
+   * of one of `branches` (each itself anchored at its end or not).
+   */
+  readonly ahead?: ReadonlyArray<{ readonly negative: boolean; readonly branches: readonly RegexBranch[] }>;
 }
 
 export interface RegexWhere {
@@ -37,9 +50,26 @@ export function parseRegex(src: string, where: RegexWhere): RegexBranch[] {
   return new Parser(src, where).top();
 }
 
-/** The language of a whole-string match of `src` (anchors at the ends are no-ops). */
+/** The language of a whole-string match of `src` (anchors at the ends are no-ops; leading lookaheads apply to the whole string). */
 export function regexFullMatch(src: string, where: RegexWhere): Node {
-  return alt(...parseRegex(src, where).map((b) => b.node));
+  const anyRun = rep(cls(ANY), 0, Infinity);
+  return alt(...new Parser(src, where).top(true).map((b) => applyLookaheads(b.node, b, (n) => n, anyRun)));
+}
+
+/**
+ * A branch's leading lookaheads applied to its language `base` (the branch is
+ * anchored at the start, so they look at the whole string): ∩ the strings that
+ * start with a match of X for (?=X), ∖ them for (?!X). `enc` maps X's
+ * characters to the text being matched (JSON string content for `pattern`);
+ * `anyRun` is any rest of that text.
+ */
+export function applyLookaheads(base: Node, b: RegexBranch, enc: (n: Node) => Node, anyRun: Node): Node {
+  let out = base;
+  for (const la of b.ahead ?? []) {
+    const starts = alt(...la.branches.map((x) => seq(enc(x.node), x.end ? EPS : anyRun)));
+    out = la.negative ? diff(out, starts) : and(out, starts);
+  }
+  return out;
 }
 
 type ClassAtom = { cp: number } | { set: Ranges };
@@ -74,19 +104,58 @@ class Parser {
     return false;
   }
 
-  top(): RegexBranch[] {
+  /** `full`: the pattern must match the whole string (regex_string, formats), so position 0 is its start. */
+  top(full = false): RegexBranch[] {
     const out: RegexBranch[] = [];
     for (;;) {
-      const start = this.eat('^');
+      const ahead: Array<{ negative: boolean; branches: RegexBranch[] }> = [];
+      let start = this.eat('^');
+      for (let la; (la = this.lookahead()); ) {
+        ahead.push(la);
+        if (!start) start = this.eat('^');
+      }
+      if (ahead.length && !start && !full) this.err('lookahead assertions are only supported at the start of an alternative anchored with ^');
       const node = this.sequence(true);
       let end = false;
       if (this.eat('$')) end = true;
       if (this.peek() === cp('$') || this.peek() === cp('^')) this.err('anchors are only supported at the ends of the pattern');
-      out.push({ node, start, end });
+      out.push(ahead.length ? { node, start: start || full, end, ahead } : { node, start, end });
       if (this.eat('|')) continue;
       if (this.i < this.cps.length) this.err(this.peek() === cp(')') ? 'unmatched ")"' : 'unexpected character');
       return out;
     }
+  }
+
+  /** A `(?=X)` / `(?!X)` here: consumed, with X's alternatives; null if there is none. */
+  private lookahead(): { negative: boolean; branches: RegexBranch[] } | null {
+    if (this.peek() !== cp('(') || this.peek(1) !== cp('?') || (this.peek(2) !== cp('=') && this.peek(2) !== cp('!'))) return null;
+    const negative = this.peek(2) === cp('!');
+    const open = this.i;
+    this.i += 3;
+    // The body up to the matching ")", then parsed on its own (anchors at its ends allowed, as at the top).
+    let depth = 1;
+    let inClass = false;
+    const from = this.i;
+    for (; this.i < this.cps.length; this.i++) {
+      const c = this.cps[this.i]!;
+      if (c === cp('\\')) this.i++;
+      else if (inClass) inClass = c !== cp(']');
+      else if (c === cp('[')) inClass = true;
+      else if (c === cp('(')) depth++;
+      else if (c === cp(')') && --depth === 0) break;
+    }
+    if (depth !== 0) {
+      this.i = open;
+      this.err('unterminated group');
+    }
+    const body = String.fromCodePoint(...this.cps.slice(from, this.i));
+    this.i++;
+    const branches = new Parser(body, this.where).top(true);
+    if (branches.some((b) => b.ahead)) {
+      this.i = open;
+      this.err('nested lookahead assertions are not supported');
+    }
+    return { negative, branches };
   }
 
   /** Terms until `|`, `)`, end, or (at top level) a final `$`. */
@@ -118,7 +187,7 @@ class Parser {
       case '(': {
         if (this.eat('?')) {
           if (this.eat(':')) return this.group();
-          if (this.peek() === cp('=') || this.peek() === cp('!')) this.err('lookahead assertions are not supported');
+          if (this.peek() === cp('=') || this.peek() === cp('!')) this.err('lookahead assertions are only supported at the start of an alternative anchored with ^');
           if (this.eat('<')) {
             if (this.peek() === cp('=') || this.peek() === cp('!')) this.err('lookbehind assertions are not supported');
             while (this.peek() !== undefined && this.peek() !== cp('>')) this.i++;
@@ -142,9 +211,15 @@ class Parser {
       case '?':
         return this.err('nothing to repeat');
       case '{':
+        // Annex B: a "{" that does not start a quantifier is a literal (a quantifier here has nothing to repeat).
+        this.i--;
+        if (this.quantifierAhead()) this.err('nothing to repeat');
+        this.i++;
+        return cls(single(c));
       case '}':
       case ']':
-        return this.err(`lone "${String.fromCodePoint(c)}" (escape it)`);
+        return cls(single(c)); // Annex B: a lone "}" or "]" is a literal
+
       default:
         return cls(single(c));
     }
@@ -162,7 +237,7 @@ class Parser {
     if (this.eat('*')) [min, max] = [0, Infinity];
     else if (this.eat('+')) [min, max] = [1, Infinity];
     else if (this.eat('?')) [min, max] = [0, 1];
-    else if (this.peek() === cp('{')) {
+    else if (this.peek() === cp('{') && this.quantifierAhead()) {
       this.i++;
       min = this.int();
       max = min;
@@ -173,8 +248,13 @@ class Parser {
     } else return atom;
     this.eat('?'); // lazy: same language
     const c = this.peek();
-    if (c === cp('*') || c === cp('+') || c === cp('?') || c === cp('{')) this.err('nothing to repeat');
+    if (c === cp('*') || c === cp('+') || c === cp('?') || (c === cp('{') && this.quantifierAhead())) this.err('nothing to repeat');
     return rep(atom, min, max);
+  }
+
+  /** Whether a `{n}`, `{n,}` or `{n,m}` quantifier starts here. */
+  private quantifierAhead(): boolean {
+    return /^\{\d+(,\d*)?\}/.test(String.fromCodePoint(...this.cps.slice(this.i, this.i + 24)));
   }
 
   private int(): number {
@@ -194,7 +274,11 @@ class Parser {
       if (this.peek() === cp('-') && this.peek(1) !== undefined && this.peek(1) !== cp(']')) {
         this.i++;
         const b = this.classAtom();
-        if (!('cp' in a) || !('cp' in b)) this.err('a class escape cannot be a range endpoint');
+        if (!('cp' in a) || !('cp' in b)) {
+          // Annex B: next to a class escape (\w-.), "-" is a literal, not a range.
+          parts.push('cp' in a ? single(a.cp) : a.set, single(cp('-')), 'cp' in b ? single(b.cp) : b.set);
+          continue;
+        }
         if (a.cp > b.cp) this.err('range out of order in character class');
         parts.push(ranges([[a.cp, b.cp]]));
       } else parts.push('cp' in a ? single(a.cp) : a.set);
@@ -259,6 +343,8 @@ class Parser {
       default:
         if (c >= 0x31 && c <= 0x39) this.err('backreferences are not supported');
         if (SYNTAX.has(c)) return { cp: c };
+        // Annex B identity escapes, limited to ASCII punctuation (\- \@ \' \" …); an escaped letter stays an error.
+        if (c < 0x80 && !/[A-Za-z0-9]/.test(ch)) return { cp: c };
         return this.err(`invalid escape "\\${ch}"`);
     }
   }

@@ -90,9 +90,10 @@ class Restart {
 /** Compiles a JSON Schema; throws InvalidRequestError for invalid or unsupported schemas. */
 export function schemaToAst(schema: unknown, opts: SchemaOptions): GrammarAst {
   const recursive = new Set<string>();
+  const shared = opts.recursion === 'rules' ? sharedRefs(schema) : new Set<string>();
   for (;;) {
     try {
-      return new SchemaCompiler(schema, opts, recursive).run();
+      return new SchemaCompiler(schema, opts, recursive, shared).run();
     } catch (e) {
       if (!(e instanceof Restart)) throw e;
       recursive.add(e.ref);
@@ -113,6 +114,8 @@ class SchemaCompiler {
     private readonly root: unknown,
     private readonly opts: SchemaOptions,
     private readonly recursive: ReadonlySet<string>,
+    /** Large definitions referenced more than once: rule calls where they stand alone (see sharedRefs). */
+    private readonly shared: ReadonlySet<string>,
   ) {
     this.sep = sepAst(opts.ws);
     this.colon = colonAst(opts.ws);
@@ -206,6 +209,10 @@ class SchemaCompiler {
         const siblings = constrains(terms[0]!.plain) || Object.keys(s).some((k) => k !== '$ref' && VALIDATION.has(k));
         if (!siblings) return [{ plain: emptyPlain(path), stack, call: r.call, tags: [] }];
         terms = this.cross(terms, this.inline(r.call, ptr(path, '$ref'), stack), ptr(path, '$ref'));
+      } else if (this.shared.has(r.name) && this.callFree === 0 && !constrains(terms[0]!.plain) && !Object.keys(s).some((k) => k !== '$ref' && VALIDATION.has(k))) {
+        // A large definition used in several places: one rule, called (its automaton and masks shared by every use).
+        this.pending.push(r.name);
+        return [{ plain: emptyPlain(path), stack, call: r.name, tags: [] }];
       } else terms = this.cross(terms, this.expand(r.schema, r.path, [...stack, r.name]), ptr(path, '$ref'));
     }
     if (s.not !== undefined) terms = this.cross(terms, this.negate(s.not, ptr(path, 'not'), stack, '"not"'), ptr(path, 'not'));
@@ -256,6 +263,7 @@ class SchemaCompiler {
     const tags = [...x.tags, ...y.tags];
     const stack = [...new Set([...x.stack, ...y.stack])];
     if (x.call || y.call) {
+      if (x.call === y.call) return [{ ...x, tags }]; // X ∧ X = X
       const [c, other] = x.call ? [x, y] : [y, x];
       if (!other.call && !constrains(other.plain)) return [{ ...c, tags }];
       // A recursive rule combined with other constraints: its body is inlined here (exact:
@@ -270,7 +278,8 @@ class SchemaCompiler {
   /** The DNF of recursive rule `name`'s body at this position (nested references to it stay calls). */
   private inline(name: string, at: string, stack: readonly string[]): Term[] {
     const mark = `inline ${name}`;
-    if (stack.includes(mark)) fail('unsupported_schema_keyword', `recursive $ref "${name}" is intersected with itself (allOf) at every level; this cannot be enforced`, at, '$ref');
+    // Only a recursive rule can meet itself again while inlined (a shared one's body never reaches it).
+    if (this.recursive.has(name) && stack.includes(mark)) fail('unsupported_schema_keyword', `recursive $ref "${name}" is intersected with itself (allOf) at every level; this cannot be enforced`, at, '$ref');
     return this.expand(this.at(name.slice(1)), name.slice(1), [...stack, mark]);
   }
 
@@ -410,6 +419,10 @@ class SchemaCompiler {
    */
   private exclusive(t: Term, stack: readonly string[]): Term[] {
     if (!t.tags.length) return [t];
+    if (t.call && !this.recursive.has(t.call)) {
+      // A shared (not recursive) definition: its body can be negated into, so inline it here.
+      return this.inline(t.call, '', stack).flatMap((b) => this.exclusive({ ...b, tags: [...b.tags, ...t.tags] }, stack));
+    }
     const target = t.call ? this.at(t.call.slice(1)) : null;
     const opaque = !!target && typeof target === 'object' && ['$ref', 'allOf', 'anyOf', 'oneOf'].some((k) => k in (target as object));
     const gen = genOfPlain(t.call ? (typeof target === 'object' ? normalize(target as Record<string, unknown>, '') : emptyPlain('')) : t.plain, opaque, this.opts.strict === true);
@@ -745,6 +758,44 @@ function dependencies(s: Record<string, unknown>, path: string): Array<[string, 
       } else if (!isSchema(dep)) fail('invalid_schema', `${kw} values must be schemas`, at, kw);
       out.push([kw, a, dep]);
     }
+  }
+  return out;
+}
+
+/** A definition at least this long (its JSON text, characters) is worth a rule when used twice. */
+const SHARED_MIN_CHARS = 400;
+
+/**
+ * Local `$ref` targets referenced at least twice whose definition is large:
+ * inlined, each use would copy its whole automaton (real schemas reference one
+ * big definition from dozens of places), so the native backend calls them as
+ * rules, like recursive ones. Counted over the whole document, syntactically.
+ */
+function sharedRefs(schema: unknown): Set<string> {
+  const uses = new Map<string, number>();
+  const visit = (v: unknown): void => {
+    if (Array.isArray(v)) v.forEach(visit);
+    else if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        if (k === '$ref' && typeof x === 'string' && x.startsWith('#/')) uses.set(x, (uses.get(x) ?? 0) + 1);
+        else visit(x);
+      }
+    }
+  };
+  visit(schema);
+  const out = new Set<string>();
+  for (const [ref, n] of uses) {
+    if (n < 2) continue;
+    let target: unknown = schema;
+    try {
+      for (const raw of decodeURIComponent(ref.slice(2)).split('/')) {
+        const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+        target = target && typeof target === 'object' && Object.hasOwn(target, seg) ? (target as Record<string, unknown>)[seg] : undefined;
+      }
+    } catch {
+      continue;
+    }
+    if (target && typeof target === 'object' && JSON.stringify(target).length >= SHARED_MIN_CHARS) out.add('#' + decodeURIComponent(ref.slice(1)));
   }
   return out;
 }

@@ -67,6 +67,8 @@ const CASES: Array<[name: string, spec: ConstraintSpec, code: string, path: stri
   ['word boundary', { kind: 'regex', pattern: '\\bword' }, 'invalid_regex', '', 'regex_string'],
   ['mid-pattern anchor', { kind: 'regex', pattern: 'a^b' }, 'invalid_regex', '', 'regex_string'],
   ['bad quantifier range', { kind: 'regex', pattern: 'a{3,2}' }, 'invalid_regex', '', 'regex_string'],
+  ['regex nested too deeply', { kind: 'regex', pattern: `${'('.repeat(20000)}a${')'.repeat(20000)}` }, 'constraint_too_complex', '', 'regex_string'],
+  ['excluded value too long', schema({ type: 'string', not: { const: 'y'.repeat(300) } }), 'constraint_too_complex', '', 'json_schema'],
   ['nothing to repeat', { kind: 'regex', pattern: '*a' }, 'invalid_regex', '', 'regex_string'],
   ['bad class range', { kind: 'regex', pattern: '[z-a]' }, 'invalid_regex', '', 'regex_string'],
   ['unknown escape', { kind: 'regex', pattern: '\\q' }, 'invalid_regex', '', 'regex_string'],
