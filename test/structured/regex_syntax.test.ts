@@ -16,7 +16,7 @@ import { regexFullMatch } from '../../core/structured/regex.ts';
 const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: String.raw`\-\@\'\#[a\-]`, alphabet: "-@'#a", len: 5 },
   { p: String.raw`a]}`, alphabet: 'a]}' },
-  { p: '\\${{a}}', alphabet: '${}a', len: 6 },
+  { p: 'x{{a}}', alphabet: 'x{}a', len: 6 },
   { p: String.raw`a{,2}`, alphabet: 'a{},2', len: 5 },
   { p: String.raw`[\w-.]+`, alphabet: 'a-._ ' },
   { p: String.raw`[.-\d]+`, alphabet: '.-1a' },
