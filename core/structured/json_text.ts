@@ -12,7 +12,7 @@
  * JSON Schema patterns are unanchored searches, so unanchored sides get `.*`.
  * Several string constraints are intersected (`and`) by product construction.
  */
-import { type Node, alt, and, chars, cls, EPS, lit, NONE, rep, seq } from './ast.ts';
+import { type Node, alt, and, chars, cls, diff, EPS, lit, NONE, rep, seq } from './ast.ts';
 import { ANY, hasCp, type Ranges, intersect, members, ranges, single, subtract, union } from './charset.ts';
 import { TooLargeError } from './budget.ts';
 import { applyLookaheads, parseRegex, regexFullMatch, type RegexBranch } from './regex.ts';
@@ -160,6 +160,8 @@ export interface StringSpec {
   formats: ReadonlyArray<{ name: string; path: string }>;
   /** Decoded values the string must not be (`not: {const/enum}`); canonical encodings only. */
   excluded?: readonly string[];
+  /** Patterns the string must not match (negated `pattern`); canonical encodings only. */
+  notPatterns?: ReadonlyArray<{ src: string; path: string }>;
 }
 
 /** A whole JSON string (with quotes) satisfying every constraint in `spec`. */
@@ -168,6 +170,15 @@ export function stringAst(spec: StringSpec): Node {
   for (const p of spec.patterns) parts.push(patternContent(parseRegex(p.src, { path: p.path, keyword: 'pattern' })));
   for (const f of spec.formats) parts.push(regexFullMatch(FORMATS[f.name]!, { path: f.path, keyword: 'format' }));
   if (spec.excluded?.length) parts.push(contentExcluding(spec.excluded));
+  const negated = (spec.notPatterns ?? []).map((p) => patternContent(parseRegex(p.src, { path: p.path, keyword: 'pattern' })));
+  if (negated.length) {
+    // A complement is taken among canonical encodings (what the matched languages are written in):
+    // a non-canonical escape of a matching string must not slip through as "not matching".
+    parts.push(rep(ANY_ENCODED, spec.minLength, spec.maxLength));
+    let content = and(...parts);
+    for (const n of negated) content = diff(content, n);
+    return seq(lit('"'), content, lit('"'));
+  }
   if (spec.minLength > 0 || spec.maxLength !== Infinity || parts.length === 0) {
     parts.push(rep(JSON_CHAR, spec.minLength, spec.maxLength));
   }

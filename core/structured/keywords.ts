@@ -41,6 +41,8 @@ export interface Plain {
   upper: Bound | null;
   patterns: Array<{ src: string; path: string }>;
   formats: Array<{ name: string; path: string }>;
+  /** Patterns strings must NOT match (negations of `pattern`: exact complements). */
+  notPatterns: Array<{ src: string; path: string }>;
   enumValues: unknown[] | null;
   /** Keys that must be absent (`not: {required}`, dependencies). */
   banned: string[];
@@ -72,6 +74,9 @@ const INT_FORMATS: Readonly<Record<string, readonly [number | null, number | nul
   int8: [-128, 127], int16: [-32768, 32767], int32: [-(2 ** 31), 2 ** 31 - 1], int64: [null, null],
   uint8: [0, 255], uint16: [0, 65535], uint32: [0, 2 ** 32 - 1], uint64: [0, null], uint: [0, null], int: [null, null],
 };
+
+/** Whether `f` names an integer format (a numeric range, not a string format). */
+export const isIntFormat = (f: unknown): boolean => typeof f === 'string' && Object.hasOwn(INT_FORMATS, f);
 /** Formats that validate nothing (ajv-formats: any string or any number). */
 const NOOP_FORMATS = new Set(['password', 'binary', 'float', 'double']);
 
@@ -82,7 +87,7 @@ export function emptyPlain(path: string): Plain {
   return {
     path, types: null, props: [], required: [], additional: undefined, prefix: [], items: undefined,
     minItems: 0, maxItems: Infinity, minLength: 0, maxLength: Infinity, lower: null, upper: null,
-    patterns: [], formats: [], enumValues: null, banned: [], notValues: null, multipleOf: null, fractional: false, uniqueItems: false,
+    patterns: [], formats: [], notPatterns: [], enumValues: null, banned: [], notValues: null, multipleOf: null, fractional: false, uniqueItems: false,
     minProps: 0, maxProps: Infinity, contains: undefined, propertyNames: undefined, patternProps: [],
   };
 }
@@ -316,6 +321,7 @@ export function merge(a: Plain, b: Plain): Plain | null {
     upper: tighter(a.upper, b.upper, -1),
     patterns: [...a.patterns, ...b.patterns],
     formats: [...a.formats, ...b.formats],
+    notPatterns: [...a.notPatterns, ...b.notPatterns],
     enumValues,
     banned,
     notValues: a.notValues && b.notValues ? [...a.notValues, ...b.notValues] : a.notValues ?? b.notValues,
@@ -357,7 +363,7 @@ export function implicitSub(p: Plain, name: string): Sub | undefined | null {
 export function constrains(p: Plain): boolean {
   return p.types !== null || p.props.length > 0 || p.required.length > 0 || p.additional !== undefined || p.prefix.length > 0 ||
     p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.minLength > 0 || p.maxLength !== Infinity ||
-    p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.enumValues !== null ||
+    p.lower !== null || p.upper !== null || p.patterns.length > 0 || p.formats.length > 0 || p.notPatterns.length > 0 || p.enumValues !== null ||
     p.banned.length > 0 || p.notValues !== null || p.multipleOf !== null || p.fractional || p.uniqueItems || p.minProps > 0 || p.maxProps !== Infinity ||
     p.contains !== undefined || p.propertyNames !== undefined || p.patternProps.length > 0;
 }
@@ -367,7 +373,7 @@ export function inferTypes(p: Plain): ReadonlySet<JsonType> | null {
   const out = new Set<JsonType>();
   if (p.props.length || p.required.length || p.additional !== undefined || p.minProps > 0 || p.maxProps !== Infinity || p.propertyNames || p.patternProps.length) out.add('object');
   if (p.prefix.length || p.items !== undefined || p.minItems > 0 || p.maxItems !== Infinity || p.contains || p.uniqueItems) out.add('array');
-  if (p.minLength > 0 || p.maxLength !== Infinity || p.patterns.length || p.formats.length) out.add('string');
+  if (p.minLength > 0 || p.maxLength !== Infinity || p.patterns.length || p.formats.length || p.notPatterns.length) out.add('string');
   if (p.lower || p.upper || p.multipleOf || p.fractional) out.add('number');
   // Only exclusions (banned keys, excluded values): every type stays possible.
   if (!out.size && (p.banned.length || p.notValues)) return new Set(['null', 'boolean', 'number', 'string', 'array', 'object']);

@@ -22,7 +22,7 @@ import { type Node, alt, and, chars, EPS, fail, hasCall, lit, NONE, opt, ptr, re
 import { Dfa } from './dfa.ts';
 import { closeAst, colonAst, JSON_CHAR, keyExcluding, openAst, sepAst, stringAst, valueAst, type Whitespace } from './json_text.ts';
 import {
-  constrains, deepEqual, emptyPlain, inferTypes, isSchema, type JsonType, JSON_TYPES, merge, normalize, patternMatches, type Plain, type Sub,
+  constrains, deepEqual, emptyPlain, inferTypes, isIntFormat, isSchema, type JsonType, JSON_TYPES, merge, normalize, patternMatches, type Plain, type Sub,
   tighter, typeAllows, typeOfValue,
 } from './keywords.ts';
 import { buildNfa, trim } from './nfa.ts';
@@ -302,8 +302,9 @@ class SchemaCompiler {
     const add = (f: Partial<Plain>): void => {
       out.push({ plain: { ...emptyPlain(path), ...f }, stack, tags: [] });
     };
-    const refuse = (k: string, why: string): never =>
-      fail('unsupported_schema_keyword', `${ctx} cannot be enforced: the negation of "${k}" ${why}`, ptr(path, k), k);
+    // A keyword whose failing values the compiler cannot build is left out of the disjunction: the
+    // rest is still a subset of the complement (a sound narrowing), refused only if nothing is left.
+    const drop = (k: string, why: string): void => this.narrowed(ptr(path, k), k, `${ctx}: the values failing "${k}" are not generated (its negation ${why})`);
     const one = (t: JsonType): Set<JsonType> => new Set([t]);
     let bounds = false;
     for (const k of Object.keys(s)) {
@@ -363,10 +364,10 @@ class SchemaCompiler {
           add({ types: one('object'), minProps: own.maxProps + 1 });
           break;
         case 'additionalProperties':
-          if (s[k] !== true) refuse(k, 'would need a key outside the declared ones, which is not expressible here');
+          if (s[k] !== true) drop(k, 'would need a key outside the declared ones, which is not expressible here');
           break;
         case 'uniqueItems':
-          if (s[k] !== false) refuse(k, 'would need an array with a repeated item, which is not expressible here');
+          if (s[k] !== false) drop(k, 'would need an array with a repeated item, which is not expressible here');
           break;
         case 'then':
         case 'else':
@@ -386,12 +387,21 @@ class SchemaCompiler {
         case '$ref': {
           if (typeof s.$ref !== 'string') fail('invalid_schema', '$ref must be a string', ptr(path, '$ref'), '$ref');
           const r = this.ref(s.$ref, ptr(path, '$ref'), stack);
-          if ('call' in r) refuse('$ref', `to the recursive "${s.$ref}" would need a complement of a context-free language`);
+          if ('call' in r) drop('$ref', `to the recursive "${s.$ref}" would need a complement of a context-free language`);
           else out.push(...this.negate(r.schema, r.path, [...stack, r.name], ctx));
           break;
         }
+        case 'pattern':
+          // Strings whose content does not match: an exact complement (automaton difference).
+          add({ types: one('string'), notPatterns: own.patterns });
+          break;
+        case 'format':
+          // Format automata accept a subset of what validators accept, so their complement would hold valid
+          // values (a leap day is a date): left out. A no-op format fails nothing.
+          if (own.formats.length || isIntFormat(s.format)) drop(k, 'is not built: the format automata are narrowings, their complement is not');
+          break;
         default:
-          refuse(k, k === 'pattern' || k === 'format' ? 'would need the complement of a regular expression over the tokens (not built)' : 'is not expressible by the compiler');
+          drop(k, 'is not expressible by the compiler');
       }
     }
     return out;
