@@ -28,6 +28,7 @@ import {
 import { buildNfa, trim } from './nfa.ts';
 import { type Bound, integerAst, numberAst } from './numeric.ts';
 import { excludes, genOfPlain } from './oneof.ts';
+import { SchemaResources } from './resources.ts';
 
 export interface SchemaOptions {
   readonly ws: Whitespace;
@@ -119,6 +120,7 @@ class SchemaCompiler {
   ) {
     this.sep = sepAst(opts.ws);
     this.colon = colonAst(opts.ws);
+    this.resources = new SchemaResources(root);
   }
 
   run(): GrammarAst {
@@ -147,14 +149,16 @@ class SchemaCompiler {
 
   // ---- $ref ------------------------------------------------------------------
 
-  /** Resolves a raw `$ref` ("#/..." URI fragment) in this document. */
+  private readonly resources: SchemaResources;
+
+  /**
+   * The schema a raw `$ref` names when its position is not known (oneOf
+   * exclusivity proofs): undefined where the answer depends on the position
+   * (relative references in a bundled document), which only makes proofs fail.
+   */
   private resolve(ref: string): unknown {
-    if (!ref.startsWith('#')) return undefined;
-    try {
-      return this.at(decodeURIComponent(ref.slice(1)));
-    } catch {
-      return undefined;
-    }
+    const p = this.resources.resolve(ref, undefined);
+    return p === undefined ? undefined : this.at(p);
   }
 
   /** Resolves an (already URI-decoded) JSON pointer. */
@@ -171,12 +175,15 @@ class SchemaCompiler {
   }
 
   private ref(ref: string, at: string, stack: readonly string[]): { call: string } | { schema: unknown; path: string; name: string } {
-    if (!ref.startsWith('#') || (ref.length > 1 && !ref.startsWith('#/'))) {
-      fail('unsupported_schema_keyword', `only local JSON-pointer $refs ("#/...") are supported, got "${ref}"`, at, '$ref');
+    const pointer = this.resources.resolve(ref, at);
+    if (pointer === undefined) {
+      if (ref.startsWith('#') && ref.length > 1 && !ref.startsWith('#/')) fail('unsupported_schema_keyword', `$ref "${ref}" names an $anchor; only JSON-pointer fragments ("#/...") are supported`, at, '$ref');
+      if (ref.startsWith('#')) fail('invalid_schema', `$ref "${ref}" is not a valid JSON pointer`, at, '$ref');
+      fail('unsupported_schema_keyword', `$ref "${ref}" names another document, which is not fetched: bundle it into this one (under $defs, with its $id)`, at, '$ref');
     }
-    const target = this.resolve(ref);
+    const target = this.at(pointer);
     if (!isSchema(target)) fail('invalid_schema', `$ref "${ref}" does not point to a schema in this document`, at, '$ref');
-    const name = '#' + decodeURIComponent(ref.slice(1));
+    const name = '#' + pointer;
     if (this.recursive.has(name)) {
       this.pending.push(name);
       return { call: name };
@@ -776,36 +783,35 @@ function dependencies(s: Record<string, unknown>, path: string): Array<[string, 
 const SHARED_MIN_CHARS = 400;
 
 /**
- * Local `$ref` targets referenced at least twice whose definition is large:
- * inlined, each use would copy its whole automaton (real schemas reference one
- * big definition from dozens of places), so the native backend calls them as
- * rules, like recursive ones. Counted over the whole document, syntactically.
+ * `$ref` targets (rule names, "#" + document pointer) referenced at least twice
+ * whose definition is large: inlined, each use would copy its whole automaton
+ * (real schemas reference one big definition from dozens of places), so the
+ * native backend calls them as rules, like recursive ones. Counted over the
+ * whole document, syntactically.
  */
 function sharedRefs(schema: unknown): Set<string> {
+  const resources = new SchemaResources(schema);
   const uses = new Map<string, number>();
-  const visit = (v: unknown): void => {
-    if (Array.isArray(v)) v.forEach(visit);
+  const visit = (v: unknown, at: string): void => {
+    if (Array.isArray(v)) v.forEach((x, i) => visit(x, ptr(at, i)));
     else if (v && typeof v === 'object') {
       for (const [k, x] of Object.entries(v)) {
-        if (k === '$ref' && typeof x === 'string' && x.startsWith('#/')) uses.set(x, (uses.get(x) ?? 0) + 1);
-        else visit(x);
+        const target = k === '$ref' && typeof x === 'string' ? resources.resolve(x, at) : undefined;
+        if (target !== undefined) uses.set(target, (uses.get(target) ?? 0) + 1);
+        else visit(x, ptr(at, k));
       }
     }
   };
-  visit(schema);
+  visit(schema, '');
   const out = new Set<string>();
-  for (const [ref, n] of uses) {
-    if (n < 2) continue;
+  for (const [pointer, n] of uses) {
+    if (n < 2 || pointer === '') continue;
     let target: unknown = schema;
-    try {
-      for (const raw of decodeURIComponent(ref.slice(2)).split('/')) {
-        const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-        target = target && typeof target === 'object' && Object.hasOwn(target, seg) ? (target as Record<string, unknown>)[seg] : undefined;
-      }
-    } catch {
-      continue;
+    for (const raw of pointer.slice(1).split('/')) {
+      const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+      target = target && typeof target === 'object' && Object.hasOwn(target, seg) ? (target as Record<string, unknown>)[seg] : undefined;
     }
-    if (target && typeof target === 'object' && JSON.stringify(target).length >= SHARED_MIN_CHARS) out.add('#' + decodeURIComponent(ref.slice(1)));
+    if (target && typeof target === 'object' && JSON.stringify(target).length >= SHARED_MIN_CHARS) out.add(`#${pointer}`);
   }
   return out;
 }
