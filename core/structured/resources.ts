@@ -69,6 +69,11 @@ export class SchemaResources {
     return { pointer: '', base: ANONYMOUS };
   }
 
+  /** The absolute URI (without fragment) a `$ref` at document position `site` names; undefined if it is not a URI. */
+  uriOf(ref: string, site: string): string | undefined {
+    return absolute(ref, this.resourceOf(site).base);
+  }
+
   /**
    * The document pointer a `$ref` found at document position `site` names, or
    * undefined when it names nothing in this document (another file, an
