@@ -24,7 +24,10 @@ import type { ConstraintState } from './index.ts';
 import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
+import { type ClassExits, type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
+
+/** Most tokens walkExits steps one by one (tokens that leave a run after its first byte); past it, the trie walk. */
+const MAX_EXIT_TOKENS = 3000;
 
 const ROOT = -1;
 const BOTTOM = -2;
@@ -368,6 +371,69 @@ export class NativeGrammar {
     }
   }
 
+  /**
+   * The tokens that leave an ASCII run (walk() does the same through the trie):
+   * a token starting with c run bytes is run from chain[c] on its remaining
+   * bytes. A bucket (c, next byte) whose byte neither continues nor leaves
+   * the frame from chain[c] is skipped whole, so only the tokens that really
+   * step out of the run (a '.', a closing quote) are stepped byte by byte.
+   */
+  private walkExits(w: Walk, ex: ClassExits, chain: Int32Array): boolean {
+    const { certain, unc } = w;
+    const { flatBytes, flatStart, rootChild, skip, tokens } = this.trie;
+    const { start, ranges } = ex;
+    const fol = this.follow[w.m]!;
+    const d = this.machines[w.m]!;
+    const sp = this.local;
+    const step = w.callFree ? (x: number, b: number): number => d.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
+    const escapes = w.callFree ? (x: number): boolean => d.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
+    // The live buckets first: stepping tokens one by one pays only while few of them leave the run
+    // (a '.' or a closing quote); when many do, the trie walk shares their prefixes instead.
+    const live: number[] = [];
+    let work = 0;
+    for (let c = 0; c < chain.length; c++) {
+      const s0 = chain[c]!;
+      const leaves = escapes(s0);
+      for (let x = 0; x < 256; x++) {
+        const lo = start[c * 256 + x]!;
+        const hi = start[c * 256 + x + 1]!;
+        if (lo === hi || (step(s0, x) < 0 && !(leaves && fol[x]))) continue;
+        live.push(c, x);
+        if (c > 0) for (let r = lo; r < hi; r++) work += ranges[2 * r + 1]! - ranges[2 * r]!;
+      }
+    }
+    if (work > MAX_EXIT_TOKENS) return false;
+    for (let k = 0; k < live.length; k += 2) {
+      const c = live[k]!;
+      const x = live[k + 1]!;
+      const s0 = chain[c]!;
+      if (c === 0) {
+        // Every token starting with x: one subtree of the trie, walked with its shared prefixes.
+        const node = rootChild[x]!;
+        this.walk(w, this.trie, node, skip[node]!, s0, null, true);
+        continue;
+      }
+      for (let r = start[c * 256 + x]!, re = start[c * 256 + x + 1]!; r < re; r++) for (let q = ranges[2 * r]!, e = ranges[2 * r + 1]!; q < e; q++) {
+        const t = tokens[q]!;
+        const from = flatStart[t]!;
+        const to = flatStart[t + 1]!;
+        charge();
+        let s = s0;
+        for (let o = from + c; o < to && s >= 0; o++) {
+          const b = flatBytes[o]!;
+          if (fol[b] && escapes(s)) unc.push(t, o - from);
+          s = step(s, b);
+        }
+        if (s >= 0) {
+          setBit(certain, t);
+          const da = w.dist(s);
+          if (da > w.maxAfter) w.maxAfter = da;
+        }
+      }
+    }
+    return true;
+  }
+
   /** Per rule, per NFA state: fewest single-byte tokens to the rule's end (distance.ts). */
   private readonly nfaDist: Int32Array[];
   private readonly dfaDist: Int32Array[] = [];
@@ -471,10 +537,15 @@ export class NativeGrammar {
     // never past pd characters, no escape on the way): only the tokens that are not plain need a
     // walk, from the state their plain start leads to.
     const chain = cls === trie.plainClass && (pd >= trie.maxPlain || info & 1) ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
+    // The same for a run of an ASCII set (a counted format or pattern: each count is its own
+    // state, so first masks are frequent): the tokens that leave the set, bucketed by how many
+    // set bytes they start with and the byte after, are run from the state that many bytes lead to.
+    const exits = !chain && cls.exits && info !== 0 ? cls.exits() : null;
+    const runChain = exits && (pd >= exits.maxPrefix || info & 1) ? table.chain(root, Math.min(pd, exits.maxPrefix)) : null;
     if (chain) {
       const g = trie.tail.groupStart;
       for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
-    } else {
+    } else if (!(exits && runChain && this.walkExits(w, exits, runChain))) {
       this.walk(w, trie, 0, trie.nodes, root, null, info !== 0);
     }
     const { certain, unc } = w;

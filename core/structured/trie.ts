@@ -70,6 +70,15 @@ export class TokenTrie {
    * bounds are reachMax / reachMin: any set's skip test without per-set tables.
    */
   readonly asciiBelow: Uint32Array;
+  /**
+   * Every trie token's bytes in one buffer: token id t's are
+   * flatBytes[flatStart[t] .. flatStart[t + 1]) (empty for ids not in the trie).
+   * Scans over the whole vocabulary read this instead of 128k small arrays.
+   */
+  readonly flatBytes: Uint8Array;
+  readonly flatStart: Int32Array;
+  /** Byte → the root child node for it (-1: no token starts with it). */
+  readonly rootChild = new Int32Array(256).fill(-1);
   readonly highBelow: Uint8Array;
   readonly reachMax: Int16Array;
   readonly reachMin: Int16Array;
@@ -169,6 +178,11 @@ export class TokenTrie {
     this.sufMax = sufMax;
     this.sufMin = sufMin;
     this.tokAt = tokAt;
+    for (let i = 0; i < n; i = this.skip[i]!) this.rootChild[this.byte[i]!] = i;
+    this.flatStart = new Int32Array(V + 1);
+    for (let id = 0; id < V; id++) this.flatStart[id + 1] = this.flatStart[id]! + (bytesOf[id]?.length ?? 0);
+    this.flatBytes = new Uint8Array(this.flatStart[V]!);
+    for (let id = 0; id < V; id++) if (bytesOf[id]) this.flatBytes.set(bytesOf[id]!, this.flatStart[id]!);
     // Subtree summaries, children before parents (reverse preorder).
     const below = new Uint32Array(n * 4);
     const high = new Uint8Array(n);
@@ -215,15 +229,21 @@ export class TokenTrie {
     const key = ascii.join(',');
     let c = this.classes.get(key);
     if (c) return c;
-    const { byte, depth, skip, tokStart, tokCount, tokens } = this;
-    // Tokens made only of class bytes: their whole path is in the class.
+    const { byte, depth, skip, tokStart, tokCount, tokens, tokAt } = this;
+    // One walk of the class's part of the trie. Tokens made only of class bytes: their whole path is
+    // in the class. The first node off the class below a class path (an exit: c class bytes, then
+    // byte x) roots the tokens that leave the class there: tokens[tokAt[i] .. tokAt[skip[i]]).
     const byLen: number[][] = [[]];
+    const exitNodes: number[] = [];
+    let maxPrefix = 0;
     for (let i = 0; i < this.nodes; ) {
       const b = byte[i]!;
       if (b >= 128 || k[b] !== 1) {
+        exitNodes.push(i);
         i = skip[i]!;
         continue;
       }
+      if (depth[i]! > maxPrefix) maxPrefix = depth[i]!;
       const d = Math.min(0x7fff, depth[i]!);
       if (tokCount[i]! > 0) {
         while (byLen.length <= d) byLen.push([]);
@@ -244,7 +264,23 @@ export class TokenTrie {
       }
       return masks[Math.max(0, Math.min(len, maxLen))]!;
     };
-    c = { sufMax: null, sufMin: null, ascii, maxLen, upTo };
+    let exits: ClassExits | undefined;
+    const buildExits = (): ClassExits => {
+      // Exit subtrees bucketed by (c, x) with a counting sort; a bucket lists token-index ranges.
+      const buckets = (maxPrefix + 1) * 256;
+      const start = new Int32Array(buckets + 1);
+      for (const i of exitNodes) start[(depth[i]! - 1) * 256 + byte[i]! + 1]!++;
+      for (let q = 0; q < buckets; q++) start[q + 1]! += start[q]!;
+      const fill = start.slice(0, buckets);
+      const ranges = new Int32Array(2 * start[buckets]!);
+      for (const i of exitNodes) {
+        const at = fill[(depth[i]! - 1) * 256 + byte[i]!]!++;
+        ranges[2 * at] = tokAt[i]!;
+        ranges[2 * at + 1] = tokAt[skip[i]!]!;
+      }
+      return { maxPrefix, start, ranges };
+    };
+    c = { sufMax: null, sufMin: null, ascii, maxLen, upTo, exits: () => (exits ??= buildExits()) };
     if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
     this.classes.set(key, c);
     return c;
@@ -308,6 +344,20 @@ export interface TextClass {
   /** Longest token made only of class text, in characters. */
   readonly maxLen: number;
   upTo(chars: number): Uint32Array;
+  /** ASCII classes: the other tokens by class prefix length and next byte (built on first use). */
+  readonly exits?: () => ClassExits;
+}
+
+/**
+ * Tokens that leave an ASCII class, bucketed by class prefix length c and next
+ * byte x: bucket c·256 + x is the token-index ranges
+ * `tokens[ranges[2r] .. ranges[2r + 1])` for r in start[c·256 + x] .. start[c·256 + x + 1].
+ */
+export interface ClassExits {
+  /** Longest run of class bytes any token starts with (whole tokens of class bytes included). */
+  readonly maxPrefix: number;
+  readonly start: Int32Array;
+  readonly ranges: Int32Array;
 }
 
 /** A byte trie in preorder, optionally split in groups (each its own forest). */
