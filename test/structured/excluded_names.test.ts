@@ -10,18 +10,9 @@ import { describe, expect, it } from 'vitest';
 import { Dfa } from '../../core/structured/dfa.ts';
 import { keyExcluding } from '../../core/structured/json_text.ts';
 import { buildNfa, trim } from '../../core/structured/nfa.ts';
+import { allStrings } from './support.ts';
 
 const ALPHABET = ['a', 'b', '"', '\n', 'é'];
-
-function strings(maxLen: number): string[] {
-  let level = [''];
-  const out = [''];
-  for (let n = 0; n < maxLen; n++) {
-    level = level.flatMap((s) => ALPHABET.map((c) => s + c));
-    out.push(...level);
-  }
-  return out;
-}
 
 function accepts(d: Dfa, text: string): boolean {
   let s = d.start;
@@ -45,7 +36,7 @@ describe('keyExcluding: every key but the names', () => {
     const nfa = buildNfa(keyExcluding(names), null);
     trim(nfa, () => false);
     const d = new Dfa(nfa);
-    for (const s of strings(3)) expect(accepts(d, JSON.stringify(s)), JSON.stringify(s)).toBe(!names.includes(s));
+    for (const s of allStrings(ALPHABET, 3)) expect(accepts(d, JSON.stringify(s)), JSON.stringify(s)).toBe(!names.includes(s));
     // Names longer than the enumeration are refused too, and their extensions allowed.
     for (const n of names) {
       expect(accepts(d, JSON.stringify(n))).toBe(false);

@@ -206,3 +206,14 @@ export function whitespaceRuns(text: string): number[] {
   if (run) out.push(run);
   return out;
 }
+
+/** Every string of at most `maxLen` characters drawn from `alphabet` (the empty one first). */
+export function allStrings(alphabet: readonly string[], maxLen: number): string[] {
+  let level = [''];
+  const out = [''];
+  for (let n = 0; n < maxLen; n++) {
+    level = level.flatMap((s) => alphabet.map((c) => s + c));
+    out.push(...level);
+  }
+  return out;
+}
