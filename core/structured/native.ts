@@ -376,7 +376,10 @@ export class NativeGrammar {
    * a token starting with c run bytes is run from chain[c] on its remaining
    * bytes. A bucket (c, next byte) whose byte neither continues nor leaves
    * the frame from chain[c] is skipped whole, so only the tokens that really
-   * step out of the run (a '.', a closing quote) are stepped byte by byte.
+   * step out of the run (a '.', a closing quote) are stepped byte by byte;
+   * those starting outside the run (c = 0) are walked as their trie subtree.
+   * Returns false, having added nothing, when more than MAX_EXIT_TOKENS would
+   * be stepped one by one (the caller walks the whole trie instead).
    */
   private walkExits(w: Walk, ex: ClassExits, chain: Int32Array): boolean {
     const { certain, unc } = w;
