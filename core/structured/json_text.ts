@@ -103,7 +103,6 @@ export function patternContent(branches: readonly RegexBranch[]): Node {
   return alt(...branches.map((b) => applyLookaheads(seq(b.start ? EPS : anyRun, encodeChars(b.node), b.end ? EPS : anyRun), b, encodeChars, anyRun)));
 }
 
-
 // The supported `format`s, as regexes over ASCII. Each accepts a subset of what ajv-formats
 // (full mode) accepts, so generated strings always validate; unknown-to-ajv IDN/IRI formats use
 // their ASCII forms (every URI is an IRI, every email an idn-email).
