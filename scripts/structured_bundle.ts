@@ -10,7 +10,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { SchemaResources } from '../core/structured/resources.ts';
+import { refSites, SchemaResources } from '../core/structured/resources.ts';
 
 /** Most documents embedded into one schema. */
 const MAX_DOCUMENTS = 64;
@@ -36,17 +36,6 @@ function snapshotFileOf(dir: string, url: string): string | undefined {
   return undefined;
 }
 
-/** Every (site, $ref) pair in a document, with the document pointer of the object holding the $ref. */
-function refsOf(v: unknown, at: string, out: Array<{ site: string; ref: string }>): void {
-  if (Array.isArray(v)) v.forEach((x, i) => refsOf(x, `${at}/${i}`, out));
-  else if (v && typeof v === 'object') {
-    for (const [k, x] of Object.entries(v)) {
-      if (k === '$ref' && typeof x === 'string') out.push({ site: at, ref: x });
-      else refsOf(x, `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, out);
-    }
-  }
-}
-
 /**
  * `schema` (read from `file` in the snapshot `dir`) with the documents its
  * unresolved references name embedded, transitively; `embedded` = how many.
@@ -64,10 +53,8 @@ export function bundleFromSnapshot(schema: unknown, file: string, dir: string): 
   const tried = new Set<string>();
   for (;;) {
     const resources = new SchemaResources(root);
-    const refs: Array<{ site: string; ref: string }> = [];
-    refsOf(root, '', refs);
     let added = false;
-    for (const { site, ref } of refs) {
+    for (const { site, ref } of refSites(root)) {
       if (resources.resolve(ref, site) !== undefined || ref.startsWith('#')) continue;
       const uri = resources.uriOf(ref, site);
       if (!uri || tried.has(uri) || embedded >= MAX_DOCUMENTS) continue;

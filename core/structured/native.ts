@@ -544,8 +544,9 @@ export class NativeGrammar {
     // The same for a run of an ASCII set (a counted format or pattern: each count is its own
     // state, so first masks are frequent): the tokens that leave the set, bucketed by how many
     // set bytes they start with and the byte after, are run from the state that many bytes lead to.
-    const exits = !chain && cls.exits && info !== 0 ? cls.exits() : null;
-    const runChain = exits && (pd >= exits.maxPrefix || info & 1) ? table.chain(root, Math.min(pd, exits.maxPrefix)) : null;
+    const runMax = cls.maxPrefix;
+    const runChain = !chain && runMax !== undefined && info !== 0 && (pd >= runMax || info & 1) ? table.chain(root, Math.min(pd, runMax)) : null;
+    const exits = runChain && cls.exits ? cls.exits() : null;
     if (chain) {
       const g = trie.tail.groupStart;
       for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);

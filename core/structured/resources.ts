@@ -11,6 +11,7 @@
  * Resolution returns document pointers ("" = the root), which is how the
  * compiler names positions and rules.
  */
+import { ptr } from './ast.ts';
 
 /** Keywords whose values are data, not subschemas: an `$id` inside them means nothing. */
 const DATA = new Set(['enum', 'const', 'default', 'examples', 'example']);
@@ -38,7 +39,7 @@ export class SchemaResources {
   private visit(v: unknown, pointer: string, base: string, isSchema: boolean): void {
     if (!v || typeof v !== 'object') return;
     if (Array.isArray(v)) {
-      v.forEach((x, i) => this.visit(x, `${pointer}/${i}`, base, isSchema));
+      v.forEach((x, i) => this.visit(x, ptr(pointer, i), base, isSchema));
       return;
     }
     const o = v as Record<string, unknown>;
@@ -55,7 +56,7 @@ export class SchemaResources {
       if (pointer === '' || here !== base) this.roots.push({ pointer, base: here });
     }
     for (const [k, x] of Object.entries(o)) {
-      const p = `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+      const p = ptr(pointer, k);
       if (!isSchema) this.visit(x, p, here, true); // a name → its subschema
       else if (DATA.has(k)) continue;
       else if (NAMED.has(k) && x && typeof x === 'object' && !Array.isArray(x)) this.visit(x, p, here, false);
@@ -119,4 +120,55 @@ function fragmentPointer(frag: string): string | undefined {
     return undefined;
   }
   return p === '' || p.startsWith('/') ? p : undefined;
+}
+
+/** The value at a JSON pointer ("" = the root; segments ~0 / ~1 escaped); undefined where nothing is. */
+export function valueAt(root: unknown, pointer: string): unknown {
+  if (pointer === '') return root;
+  if (!pointer.startsWith('/')) return undefined;
+  let cur: unknown = root;
+  for (const raw of pointer.slice(1).split('/')) {
+    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, seg)) return undefined;
+    cur = (cur as Record<string, unknown>)[seg];
+  }
+  return cur;
+}
+
+/** A definition at least this long (its JSON text, characters) is worth a rule when used twice. */
+const SHARED_MIN_CHARS = 400;
+
+/**
+ * `$ref` targets (rule names, "#" + document pointer) referenced at least twice
+ * whose definition is large: inlined, each use would copy its whole automaton
+ * (real schemas reference one big definition from dozens of places), so the
+ * native backend calls them as rules, like recursive ones. Counted over the
+ * whole document, syntactically.
+ */
+export function sharedRefs(schema: unknown): Set<string> {
+  const resources = new SchemaResources(schema);
+  const uses = new Map<string, number>();
+  for (const { site, ref } of refSites(schema)) {
+    const target = resources.resolve(ref, site);
+    if (target !== undefined) uses.set(target, (uses.get(target) ?? 0) + 1);
+  }
+  const out = new Set<string>();
+  for (const [pointer, n] of uses) {
+    if (n < 2 || pointer === '') continue;
+    const target = valueAt(schema, pointer);
+    if (target && typeof target === 'object' && JSON.stringify(target).length >= SHARED_MIN_CHARS) out.add(`#${pointer}`);
+  }
+  return out;
+}
+
+/** Every `$ref` string in a document, with the document pointer of the object holding it. */
+export function refSites(v: unknown, at = '', out: Array<{ site: string; ref: string }> = []): Array<{ site: string; ref: string }> {
+  if (Array.isArray(v)) v.forEach((x, i) => refSites(x, ptr(at, i), out));
+  else if (v && typeof v === 'object') {
+    for (const [k, x] of Object.entries(v)) {
+      if (k === '$ref' && typeof x === 'string') out.push({ site: at, ref: x });
+      else refSites(x, ptr(at, k), out);
+    }
+  }
+  return out;
 }

@@ -28,7 +28,7 @@ import {
 import { buildNfa, trim } from './nfa.ts';
 import { type Bound, integerAst, numberAst } from './numeric.ts';
 import { excludes, genOfPlain } from './oneof.ts';
-import { SchemaResources } from './resources.ts';
+import { SchemaResources, sharedRefs, valueAt } from './resources.ts';
 
 export interface SchemaOptions {
   readonly ws: Whitespace;
@@ -163,15 +163,7 @@ class SchemaCompiler {
 
   /** Resolves an (already URI-decoded) JSON pointer. */
   private at(pointer: string): unknown {
-    if (pointer === '') return this.root;
-    if (!pointer.startsWith('/')) return undefined;
-    let cur: unknown = this.root;
-    for (const raw of pointer.slice(1).split('/')) {
-      const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-      if (cur === null || typeof cur !== 'object' || !Object.hasOwn(cur, seg)) return undefined;
-      cur = (cur as Record<string, unknown>)[seg];
-    }
-    return cur;
+    return valueAt(this.root, pointer);
   }
 
   private ref(ref: string, at: string, stack: readonly string[]): { call: string } | { schema: unknown; path: string; name: string } {
@@ -775,43 +767,6 @@ function dependencies(s: Record<string, unknown>, path: string): Array<[string, 
       } else if (!isSchema(dep)) fail('invalid_schema', `${kw} values must be schemas`, at, kw);
       out.push([kw, a, dep]);
     }
-  }
-  return out;
-}
-
-/** A definition at least this long (its JSON text, characters) is worth a rule when used twice. */
-const SHARED_MIN_CHARS = 400;
-
-/**
- * `$ref` targets (rule names, "#" + document pointer) referenced at least twice
- * whose definition is large: inlined, each use would copy its whole automaton
- * (real schemas reference one big definition from dozens of places), so the
- * native backend calls them as rules, like recursive ones. Counted over the
- * whole document, syntactically.
- */
-function sharedRefs(schema: unknown): Set<string> {
-  const resources = new SchemaResources(schema);
-  const uses = new Map<string, number>();
-  const visit = (v: unknown, at: string): void => {
-    if (Array.isArray(v)) v.forEach((x, i) => visit(x, ptr(at, i)));
-    else if (v && typeof v === 'object') {
-      for (const [k, x] of Object.entries(v)) {
-        const target = k === '$ref' && typeof x === 'string' ? resources.resolve(x, at) : undefined;
-        if (target !== undefined) uses.set(target, (uses.get(target) ?? 0) + 1);
-        else visit(x, ptr(at, k));
-      }
-    }
-  };
-  visit(schema, '');
-  const out = new Set<string>();
-  for (const [pointer, n] of uses) {
-    if (n < 2 || pointer === '') continue;
-    let target: unknown = schema;
-    for (const raw of pointer.slice(1).split('/')) {
-      const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-      target = target && typeof target === 'object' && Object.hasOwn(target, seg) ? (target as Record<string, unknown>)[seg] : undefined;
-    }
-    if (target && typeof target === 'object' && JSON.stringify(target).length >= SHARED_MIN_CHARS) out.add(`#${pointer}`);
   }
   return out;
 }

@@ -278,9 +278,9 @@ export class TokenTrie {
         ranges[2 * at] = tokAt[i]!;
         ranges[2 * at + 1] = tokAt[skip[i]!]!;
       }
-      return { maxPrefix, start, ranges };
+      return { start, ranges };
     };
-    c = { sufMax: null, sufMin: null, ascii, maxLen, upTo, exits: () => (exits ??= buildExits()) };
+    c = { sufMax: null, sufMin: null, ascii, maxLen, upTo, maxPrefix, exits: () => (exits ??= buildExits()) };
     if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
     this.classes.set(key, c);
     return c;
@@ -344,6 +344,8 @@ export interface TextClass {
   /** Longest token made only of class text, in characters. */
   readonly maxLen: number;
   upTo(chars: number): Uint32Array;
+  /** ASCII classes: the longest run of class bytes any token starts with (whole class tokens included). */
+  readonly maxPrefix?: number;
   /** ASCII classes: the other tokens by class prefix length and next byte (built on first use). */
   readonly exits?: () => ClassExits;
 }
@@ -354,8 +356,6 @@ export interface TextClass {
  * `tokens[ranges[2r] .. ranges[2r + 1])` for r in start[c·256 + x] .. start[c·256 + x + 1].
  */
 export interface ClassExits {
-  /** Longest run of class bytes any token starts with (whole tokens of class bytes included). */
-  readonly maxPrefix: number;
   readonly start: Int32Array;
   readonly ranges: Int32Array;
 }
