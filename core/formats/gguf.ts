@@ -429,12 +429,16 @@ const GLOBAL_NAMES: [string, string][] = [
   ['output_norm', 'model.norm'],
   ['output', 'lm_head'],
 ];
-/** Gemma 2/3: four norms per layer; `ffn_norm` is the MLP's input norm (pre_feedforward_layernorm). */
+/**
+ * Gemma 2/3: four norms per layer, named as llama.cpp names them (llama-arch.cpp
+ * LLM_TENSOR_ATTN_POST_NORM / LLM_TENSOR_FFN_POST_NORM); `ffn_norm` is the MLP's input norm
+ * (pre_feedforward_layernorm).
+ */
 const GEMMA_LAYER_NAMES: [string, string][] = [
   ...LAYER_NAMES.filter(([g]) => g !== 'ffn_norm'),
-  ['attn_post_norm', 'post_attention_layernorm'],
+  ['post_attention_norm', 'post_attention_layernorm'],
   ['ffn_norm', 'pre_feedforward_layernorm'],
-  ['ffn_post_norm', 'post_feedforward_layernorm'],
+  ['post_ffw_norm', 'post_feedforward_layernorm'],
 ];
 /** Phi-3: fused q/k/v (attn_qkv) and gate/up (ffn_up holds both, gate rows first). */
 const PHI3_LAYER_NAMES: [string, string][] = [

@@ -47,6 +47,19 @@ describe('tensor names', () => {
     expect(hfToGgufName(h)).toBe(g);
   });
 
+  // Gemma 2 / 3 as llama.cpp names them (llama-arch.cpp), so GGUF files from the Hub load.
+  it.each([
+    ['blk.3.attn_norm.weight', 'model.layers.3.input_layernorm.weight'],
+    ['blk.3.post_attention_norm.weight', 'model.layers.3.post_attention_layernorm.weight'],
+    ['blk.3.ffn_norm.weight', 'model.layers.3.pre_feedforward_layernorm.weight'],
+    ['blk.3.post_ffw_norm.weight', 'model.layers.3.post_feedforward_layernorm.weight'],
+  ])('gemma2 / gemma3: %s <-> %s', (g, h) => {
+    for (const arch of ['gemma2', 'gemma3']) {
+      expect(ggufToHfName(g, arch)).toBe(h);
+      expect(hfToGgufName(h, arch)).toBe(g);
+    }
+  });
+
   it('has no mapping for tensors without an HF counterpart', () => {
     expect(ggufToHfName('rope_freqs.weight')).toBeNull();
     expect(ggufToHfName('blk.0.attn_qkv.weight')).toBeNull();
