@@ -25,6 +25,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
+import { contextVendorMemory } from './vendor_memory.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { planDecoder } from '../core/models/load.ts';
 import { loadDecoder } from '../core/api/load_decoder.ts';
@@ -115,6 +116,7 @@ async function generate(argv: string[]): Promise<number> {
     onProgress: progress,
     decode: decodeSettingsFromEnv(),
     ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}),
+    ...reportedMemory(await contextVendorMemory(ctx)),
   });
   // One request: no warm-up (it would compile shapes this request never runs); the shaders it
   // does compile show in the same bar while the first token is awaited.
@@ -164,11 +166,23 @@ function chatPrompt(tok: Tokenizer, user: string, system: string | undefined): s
   return tok.applyChatTemplate(messages, { addGenerationPrompt: true });
 }
 
+/** The load option carrying a vendor-reported memory size, when there is one. */
+function reportedMemory(bytes: number | null): { reportedMemoryBytes?: number } {
+  return bytes ? { reportedMemoryBytes: bytes } : {};
+}
+
 /** `generate --dry-run`: the memory plan of the model on this device (a refusal throws ModelTooLargeError). */
 async function dryRun(model: string | undefined, dtype: WeightDType, kv: KvCacheDtypeArg | undefined, backend: string | undefined, json: boolean, gpuMemory: number | undefined): Promise<number> {
   const ctx = await GpuContext.create(gpuOptionsFromEnv(backend));
   try {
-    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), { dtype, maxSeqs: 1, ...(kv ? { kvCacheDtype: kv } : {}), decode: decodeSettingsFromEnv(), ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}) });
+    const r = await planDecoder(ctx, await openModelPath(model ?? DEFAULT_MODEL_DIR), {
+      dtype,
+      maxSeqs: 1,
+      ...(kv ? { kvCacheDtype: kv } : {}),
+      decode: decodeSettingsFromEnv(),
+      ...(gpuMemory ? { gpuMemoryBytes: gpuMemory } : {}),
+      ...reportedMemory(await contextVendorMemory(ctx)),
+    });
     const c = r.cfg;
     if (json) {
       process.stdout.write(`${JSON.stringify({ device: ctx.gpu.info.name, architecture: c.architecture, format: r.format, dtype: r.dtype, kv_dtype: r.kvDtype, max_context: r.maxContext, plan: r.plan })}\n`);

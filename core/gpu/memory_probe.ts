@@ -9,14 +9,14 @@ import type { AdapterDescription } from '../models/memory_plan.ts';
 import type { Gpu } from './device.ts';
 
 /** The adapter as the memory plan sees it. */
-export function describeAdapter(gpu: Pick<Gpu, 'info' | 'caps' | 'limits'>, probedMemory: number | null = null): AdapterDescription {
+export function describeAdapter(gpu: Pick<Gpu, 'info' | 'caps' | 'limits'>, probedMemory: number | null = null, reportedMemory: number | null = null): AdapterDescription {
   return {
     name: gpu.info.name,
     software: gpu.info.isCpu,
     f16: gpu.caps.f16,
     maxBufferSize: Number(gpu.limits.maxBufferSize),
     maxStorageBufferBindingSize: Number(gpu.limits.maxStorageBufferBindingSize),
-    reportedMemory: null,
+    reportedMemory,
     probedMemory,
   };
 }

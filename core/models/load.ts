@@ -77,8 +77,13 @@ export interface LoadOptions {
   maxContext?: number;
   /** KV-cache pool size in bytes (default: what the device budget leaves, up to maxSeqs full contexts; memory_plan.ts). */
   kvCacheBytes?: number;
-  /** Device memory budget in bytes, as configured by the operator (server config / WEFT_GPU_MEMORY); default: probed or a default. */
+  /** Device memory budget in bytes, as configured by the operator (server config / WEFT_GPU_MEMORY); default: reported, probed or a default. */
   gpuMemoryBytes?: number;
+  /**
+   * Free device memory in bytes as the GPU vendor's tools report it (the server reads it:
+   * server/vendor_memory.ts); used before a probe allocation, after a configured size.
+   */
+  reportedMemoryBytes?: number;
   blockSize?: number;
   prefixCaching?: boolean;
   /** Logit rows per step (default maxSeqs); a target verifying k draft tokens needs maxSeqs * (k + 1). */
@@ -232,9 +237,10 @@ const EMULATOR_F32_BYTES = 256 * 2 ** 20;
 const PROBE_CAP = 256 * 2 ** 30;
 const probed = new WeakMap<GpuContext, number>();
 
-/** The device budget: configured, else a probe on hardware adapters (once per context), else the default. */
-export async function resolveBudget(ctx: GpuContext, configured?: number, probe = true): Promise<DeviceBudget> {
+/** The device budget: configured, else reported by the vendor, else a probe on hardware adapters (once per context), else the default. */
+export async function resolveBudget(ctx: GpuContext, configured?: number, probe = true, reported?: number): Promise<DeviceBudget> {
   if (configured && configured > 0) return deviceBudget(describeAdapter(ctx.gpu), configured);
+  if (reported && reported > 0) return deviceBudget(describeAdapter(ctx.gpu, null, reported));
   if (ctx.gpu.info.isCpu || !probe) return deviceBudget(describeAdapter(ctx.gpu));
   let p = probed.get(ctx);
   if (p === undefined) probed.set(ctx, (p = await probeDeviceMemory(ctx.device, PROBE_CAP)));
@@ -308,7 +314,7 @@ async function prepareDecoder(ctx: GpuContext, o: OpenedDecoder, opts: LoadOptio
   // and the plan — checked before any allocation with the weights estimated from the headers,
   // then sized with the weights' real bytes (memory_plan.ts).
   const adapter = describeAdapter(ctx.gpu);
-  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes, opts.probeMemory ?? true);
+  const budget = await resolveBudget(ctx, opts.gpuMemoryBytes, opts.probeMemory ?? true, opts.reportedMemoryBytes);
   const planFor = (weightBytes: number): MemoryPlan =>
     planDecoderMemory({ cfg, weightBytes, kvDtype, maxTokens, logitRows, maxSeqs, maxContext, blockSize, ...(opts.kvCacheBytes !== undefined ? { kvCacheBytes: opts.kvCacheBytes } : {}) }, budget, adapter);
   // The decode plan, resolved once: kernels per op, storage, the megakernel's mode and tuning

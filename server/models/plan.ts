@@ -11,6 +11,7 @@
 import { InvalidRequestError } from '../../core/errors.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { planDecoder, type LoadOptions } from '../../core/models/load.ts';
+import { vendorMemory } from '../vendor_memory.ts';
 import type { WeightDType } from '../../core/models/host_tensor.ts';
 import type { KvDtype } from '../../core/ops/kv_write.ts';
 import { openModelPath } from '../fs_source.ts';
@@ -67,7 +68,8 @@ export async function planModel(q: PlanQuery, backend: string | undefined, env: 
   const ms = await openModelPath(model);
   const ctx = await GpuContext.create(backend && backend !== 'auto' ? { backend } : {});
   try {
-    const r = await planDecoder(ctx, ms, opts);
+    const reported = await vendorMemory(ctx.gpu.info);
+    const r = await planDecoder(ctx, ms, { ...opts, ...(reported ? { reportedMemoryBytes: reported } : {}) });
     const p = r.plan;
     return {
       model,

@@ -24,6 +24,7 @@ import { attachAssistant, verificationRows } from './open_assistant.ts';
 import { openEncoderReader, readerTypeOf } from './open_encoder.ts';
 import type { ReaderSpec } from './spec.ts';
 import { TokenizePool } from './tokenize_pool.ts';
+import { contextVendorMemory } from '../vendor_memory.ts';
 
 /** What the main thread hands a reader worker. */
 export interface ReaderInit {
@@ -37,9 +38,9 @@ function configuredMemory(): number | undefined {
   return env && Number.isFinite(Number(env)) && Number(env) > 0 ? Number(env) : undefined;
 }
 
-/** GPU memory budget that `X%` page-cache sizes refer to: configured, else probed / default (core/models/memory_plan.ts). */
+/** GPU memory budget that `X%` page-cache sizes refer to: configured, else vendor-reported / probed / default (core/models/memory_plan.ts). */
 async function memoryBudget(ctx: GpuContext): Promise<number> {
-  return (await resolveBudget(ctx, configuredMemory())).bytes;
+  return (await resolveBudget(ctx, configuredMemory(), true, (await contextVendorMemory(ctx)) ?? undefined)).bytes;
 }
 
 /**
@@ -61,6 +62,7 @@ export async function openReader(
     const ms = await openModelPath(spec.model === USE_LITE_MODEL ? await ensureUseLite() : spec.model);
     const type = await readerTypeOf(ms, spec.type);
     if (type !== 'generate') return await openEncoderReader(ctx, ms, readerId, spec, type, opts);
+    const reported = await contextVendorMemory(ctx);
     const kvCacheBytes = spec.pageCacheSize !== undefined ? parsePageCacheSize(spec.pageCacheSize, await memoryBudget(ctx)) : undefined;
     const mode = spec.warmup ?? 'auto';
     const loaded = await loadDecoder(ctx, ms, {
@@ -82,6 +84,7 @@ export async function openReader(
       ...(kvCacheBytes !== undefined ? { kvCacheBytes: Math.max(kvCacheBytes, 1) } : {}),
       ...(spec.prefixCaching !== undefined ? { prefixCaching: spec.prefixCaching } : {}),
       ...(configuredMemory() ? { gpuMemoryBytes: configuredMemory()! } : {}),
+      ...(reported ? { reportedMemoryBytes: reported } : {}),
       ...(spec.kvCacheDtype ? { kvCacheDtype: spec.kvCacheDtype } : {}),
       ...(spec.assistantModel ? { maxLogitRows: verificationRows(spec, spec.maxSeqs ?? 16) } : {}),
     });
