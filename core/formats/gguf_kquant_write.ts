@@ -14,17 +14,19 @@ import { f16ToF32, f32ToF16, ggmlBytes } from './gguf_quants.ts';
 const fr = Math.fround;
 const QK_K = 256;
 
-/** ggml's nearest_int: round half to even (the 1.5 * 2^23 trick). */
+/**
+ * ggml's nearest_int: add 1.5 * 2^23 in f32, whose rounding is to the nearest integer, ties to
+ * even (|v| < 2^22, as in ggml).
+ */
 function nearestInt(v: number): number {
-  const r = Math.round(v);
-  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+  return fr(v + 12582912) - 12582912;
 }
 
 /**
  * make_qkx2_quants: levels L[0..n) in 0..nmax and (scale, min) with x ≈ scale * L - min,
  * minimizing the weighted squared error over a few candidate scales.
  */
-function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array, aux: Uint8Array, rmin: number, rdelta: number, nstep: number): [number, number] {
+function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array, aux: Uint8Array, rmin: number, rdelta: number, nstep: number, out: Float32Array): void {
   const n = x.length;
   let min = x[0]!;
   let max = x[0]!;
@@ -39,13 +41,18 @@ function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array,
   if (min > 0) min = 0;
   if (max === min) {
     L.fill(0);
-    return [0, -min];
+    out[0] = 0;
+    out[1] = -min;
+    return;
   }
+  // x - min in f32, as ggml computes it in each candidate (recomputed when a candidate moves min).
+  const xm = XM;
+  for (let i = 0; i < n; i++) xm[i] = fr(x[i]! - min);
   let iscale = fr(nmax / fr(max - min));
   let scale = fr(1 / iscale);
   let best = 0;
   for (let i = 0; i < n; i++) {
-    const l = Math.max(0, Math.min(nmax, nearestInt(fr(iscale * fr(x[i]! - min)))));
+    const l = Math.max(0, Math.min(nmax, nearestInt(fr(iscale * xm[i]!))));
     L[i] = l;
     const diff = fr(fr(fr(scale * l) + min) - x[i]!);
     best = fr(best + fr(w[i]! * fr(diff * diff)));
@@ -56,12 +63,12 @@ function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array,
     let sumL2 = 0;
     let sumXL = 0;
     for (let i = 0; i < n; i++) {
-      const l = Math.max(0, Math.min(nmax, nearestInt(fr(iscale * fr(x[i]! - min)))));
+      const l = Math.max(0, Math.min(nmax, nearestInt(fr(iscale * xm[i]!))));
       aux[i] = l;
-      const wi = w[i]!;
-      sumL = fr(sumL + fr(wi * l));
-      sumL2 = fr(sumL2 + fr(fr(wi * l) * l));
-      sumXL = fr(sumXL + fr(fr(wi * l) * x[i]!));
+      const wl = fr(w[i]! * l);
+      sumL = fr(sumL + wl);
+      sumL2 = fr(sumL2 + fr(wl * l));
+      sumXL = fr(sumXL + fr(wl * x[i]!));
     }
     const D = fr(fr(sumW * sumL2) - fr(sumL * sumL));
     if (D > 0) {
@@ -80,12 +87,17 @@ function makeQkx2(x: Float32Array, w: Float32Array, nmax: number, L: Uint8Array,
         L.set(aux);
         best = mad;
         scale = thisScale;
-        min = thisMin;
+        if (thisMin !== min) {
+          min = thisMin;
+          for (let i = 0; i < n; i++) xm[i] = fr(x[i]! - min);
+        }
       }
     }
   }
-  return [scale, -min];
+  out[0] = scale;
+  out[1] = -min;
 }
+const XM = new Float32Array(32);
 
 /** Q4_K blocks (144 bytes per 256 elements) for `x`, a whole number of super-blocks. */
 export function quantizeQ4_K(x: ArrayLike<number>): Uint8Array {
@@ -120,6 +132,8 @@ function quantizeScaleMin(x: ArrayLike<number>, bits: 4 | 5): Uint8Array {
   const w = new Float32Array(32);
   const scales = new Float32Array(8);
   const mins = new Float32Array(8);
+  const sm = new Float32Array(2);
+  const Ls = Array.from({ length: 8 }, (_, j) => L.subarray(32 * j, 32 * j + 32));
   for (let b = 0, o = 0; b < n; b += QK_K, o += blockBytes) {
     let maxScale = 0;
     let maxMin = 0;
@@ -134,7 +148,10 @@ function quantizeScaleMin(x: ArrayLike<number>, bits: 4 | 5): Uint8Array {
       }
       const av = bits === 4 ? fr(Math.sqrt(fr(sum2 / 32))) : blockAv;
       for (let l = 0; l < 32; l++) w[l] = fr(av + Math.abs(sub[l]!));
-      const [s, m] = bits === 4 ? makeQkx2(sub, w, nmax, L.subarray(32 * j, 32 * j + 32), aux, -1, 0.1, 20) : makeQkx2(sub, w, nmax, L.subarray(32 * j, 32 * j + 32), aux, -0.5, 0.1, 15);
+      if (bits === 4) makeQkx2(sub, w, nmax, Ls[j]!, aux, -1, 0.1, 20, sm);
+      else makeQkx2(sub, w, nmax, Ls[j]!, aux, -0.5, 0.1, 15, sm);
+      const s = sm[0]!;
+      const m = sm[1]!;
       scales[j] = s;
       mins[j] = m;
       if (s > maxScale) maxScale = s;
@@ -207,32 +224,25 @@ function makeQx(x: Float32Array, nmax: number, L: Uint8Array): number {
     L.fill(nmax);
     return 0;
   }
-  const levels = (iscale: number): [number, number] => {
+  // Candidate inverse scales: -nmax / max, then -(nmax + 0.1 is) / max for is = -9..9, is != 0.
+  let scale = 0;
+  let best = 0;
+  for (let is = -10; is <= 9; is++) {
+    if (is === 0) continue;
+    const iscale = is === -10 ? fr(-nmax / max) : fr(-fr(nmax + fr(0.1 * is)) / max);
     let sumlx = 0;
     let suml2 = 0;
     for (let i = 0; i < x.length; i++) {
-      const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * x[i]!))));
-      const w = fr(x[i]! * x[i]!);
-      sumlx = fr(sumlx + fr(fr(w * x[i]!) * l));
+      const xi = x[i]!;
+      const l = Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * xi))));
+      const w = fr(xi * xi);
+      sumlx = fr(sumlx + fr(fr(w * xi) * l));
       suml2 = fr(suml2 + fr(fr(w * l) * l));
     }
-    return [sumlx, suml2];
-  };
-  const store = (iscale: number): void => {
-    for (let i = 0; i < x.length; i++) L[i] = nmax + Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * x[i]!))));
-  };
-  let iscale = fr(-nmax / max);
-  let [sumlx, suml2] = levels(iscale);
-  store(iscale);
-  let scale = suml2 ? fr(sumlx / suml2) : 0;
-  let best = fr(scale * sumlx);
-  for (let is = -9; is <= 9; is++) {
-    if (is === 0) continue;
-    iscale = fr(-fr(nmax + fr(0.1 * is)) / max);
-    [sumlx, suml2] = levels(iscale);
-    if (suml2 > 0 && fr(sumlx * sumlx) > fr(best * suml2)) {
-      store(iscale);
-      scale = fr(sumlx / suml2);
+    // The first candidate is taken as is (ggml stores its levels unconditionally).
+    if (is === -10 || (suml2 > 0 && fr(sumlx * sumlx) > fr(best * suml2))) {
+      for (let i = 0; i < x.length; i++) L[i] = nmax + Math.max(-nmax, Math.min(nmax - 1, nearestInt(fr(iscale * x[i]!))));
+      scale = suml2 ? fr(sumlx / suml2) : 0;
       best = fr(scale * sumlx);
     }
   }
