@@ -32,6 +32,7 @@ import { destroyLlamaWeights, loadLlamaWeights, llamaTensorNames } from '../core
 import type { StepGeometry, StepInputs } from '../core/models/step.ts';
 import { sample, type SampleRow } from '../core/ops/sample.ts';
 import { GREEDY } from '../core/sampling/params.ts';
+import type { Variant } from '../core/ops/variant.ts';
 import { f1, f2, median } from './stats.ts';
 
 export type HostShape = 'llama-3.2-1b' | 'qwen2.5-0.5b';
@@ -96,6 +97,11 @@ export interface HostBenchOptions {
   submitSteps?: number;
   /** Dawn backend (default swiftshader: its device computes after submit, not inside it). */
   backend?: string;
+  /**
+   * Kernel family recorded (default `gpu`: the fused path a GPU host runs, whatever adapter
+   * records it; `cpu` is the emulators' own path).
+   */
+  variant?: Variant;
   log?: (s: string) => void;
 }
 
@@ -121,6 +127,7 @@ export interface HostRow {
 
 export interface HostReport {
   backend: string;
+  variant: Variant;
   adapter: string;
   steps: number;
   submitSteps: number;
@@ -136,6 +143,7 @@ export const HOST_DEFAULTS = {
   submitBatches: [1],
   submitSteps: 5,
   backend: 'swiftshader',
+  variant: 'gpu' as Variant,
 };
 
 /** Rounds the recorded steps are spread over, and the idle pause before each submitted step (ms). */
@@ -166,7 +174,7 @@ function xorshift(x: number): number {
  * magnitude 2^-7 .. 2^-6 with random sign and mantissa, norm weights 1 .. 1.25, biases as
  * matrices. Values are irrelevant to host time; they only have to be finite.
  */
-function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
+export function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
   const D = cfg.hiddenSize;
   const hd = cfg.headDim;
   const shapeOf = (name: string): number[] => {
@@ -219,7 +227,7 @@ function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
 }
 
 /** A greedy decode step of B sequences, sequence s at POSITION + s % 7 in its own KV blocks. */
-function decodeStep(geo: StepGeometry, B: number): StepInputs {
+export function decodeStep(geo: StepGeometry, B: number): StepInputs {
   const mb = geo.maxBlocksPerSeq;
   const need = Math.ceil((POSITION + 8) / geo.blockSize);
   const blockTables = new Uint32Array(B * mb);
@@ -262,7 +270,7 @@ async function oneStep(ctx: GpuContext, model: LlamaModel, inputs: StepInputs, r
 }
 
 /** Builds one shape with random weights and times decode steps at each batch size. */
-async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o: Required<Omit<HostBenchOptions, 'shapes' | 'layers' | 'log' | 'backend'>>, log: (s: string) => void): Promise<HostRow[]> {
+async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o: Required<Omit<HostBenchOptions, 'shapes' | 'layers' | 'log' | 'backend' | 'variant'>>, log: (s: string) => void): Promise<HostRow[]> {
   const cfg = hostShapeConfig(shape, layers);
   const published = hostShapeConfig(shape);
   const maxB = Math.max(...o.batches);
@@ -356,7 +364,8 @@ export async function benchHost(o: HostBenchOptions = {}): Promise<HostReport> {
   const log = o.log ?? ((s: string) => void process.stderr.write(`${s}\n`));
   const backend = o.backend ?? HOST_DEFAULTS.backend;
   if (!(BACKENDS as readonly string[]).includes(backend)) throw new Error(`host bench: unknown backend ${backend} (have ${BACKENDS.join(', ')})`);
-  const ctx = await GpuContext.create({ backend: backend as BackendName });
+  const variant = o.variant ?? HOST_DEFAULTS.variant;
+  const ctx = await GpuContext.create({ backend: backend as BackendName, variant });
   const opts = {
     batches: o.batches ?? HOST_DEFAULTS.batches,
     steps: o.steps ?? HOST_DEFAULTS.steps,
@@ -373,13 +382,13 @@ export async function benchHost(o: HostBenchOptions = {}): Promise<HostReport> {
     ctx.destroy();
   }
   const info = ctx.gpu.info;
-  return { backend, adapter: `${info.name} (${info.backend})`, steps: opts.steps, submitSteps: opts.submitSteps, position: POSITION, rows };
+  return { backend, variant, adapter: `${info.name} (${info.backend})`, steps: opts.steps, submitSteps: opts.submitSteps, position: POSITION, rows };
 }
 
 /** Markdown: one row per (shape, B); extrapolated full-depth figures labelled as such. */
 export function hostTable(r: HostReport): string {
   const lines = [
-    `Host time of one greedy decode step (Dawn ${r.adapter}; generic per-op path, f16 weights, f32 KV; every sequence at position ~${r.position}). ` +
+    `Host time of one greedy decode step (Dawn ${r.adapter}; generic per-op path, \`${r.variant}\` kernel variant, f16 weights, f32 KV; every sequence at position ~${r.position}). ` +
       `Record: a new Recorder to the end of recording (forward pass, sampling, ids readback; bind groups and uniforms ready), median of ${r.steps} steps recorded and discarded. ` +
       `Record + submit: the same plus \`rec.submit()\` (one uniform write, \`queue.submit\`) to its return, median of ${r.submitSteps} submitted steps; ` +
       'the device computes afterwards, outside the timing (its time in the last column, for context). ' +

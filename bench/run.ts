@@ -33,7 +33,8 @@
  *   time to record and submit one decode step of the Llama-3.2-1B and Qwen2.5-0.5B shapes at
  *   `--host-batch` (default 1,16,64), µs per step and per dispatch, device time excluded
  *   (`--host-steps`, default 30; `--host-layers 2,24`: layers built of the 1B and 0.5B shapes;
- *   `--quick`: 10 steps, batch 1 and 16);
+ *   `--quick`: 10 steps, batch 1 and 16; `--host-variant gpu|cpu`, default gpu: the fused kernels
+ *   a GPU host records);
  * - `memory` (bench/memory.ts; only with `--only memory`: it writes ~1 GB checkpoints):
  *   real-shape models per format, device weight bytes vs file bytes, KV bytes/token, peak
  *   RSS while loading vs the largest file, load time (first `--backends` entry).
@@ -59,6 +60,12 @@ import { benchGenerate, DEFAULTS, machineDescription, type GenerateBenchOptions,
 import { markdownGenerate } from './generate_report.ts';
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import { benchHost, HOST_DEFAULTS, hostTable } from './host.ts';
+import { VARIANTS, type Variant } from '../core/ops/variant.ts';
+
+function hostVariant(v: string): Variant {
+  if (!(VARIANTS as readonly string[]).includes(v)) throw new Error(`--host-variant: ${v} is not one of ${VARIANTS.join(', ')}`);
+  return v as Variant;
+}
 import { benchServing, servingTable, type ServingReport } from './serving.ts';
 import type { TjsDevice } from './peers/transformers_js.ts';
 
@@ -194,6 +201,7 @@ export async function main(argv: string[]): Promise<number> {
       'host-batch': { type: 'string' },
       'host-steps': { type: 'string' },
       'host-layers': { type: 'string' },
+      'host-variant': { type: 'string' },
       timeout: { type: 'string' },
       quick: { type: 'boolean' },
       out: { type: 'string' },
@@ -291,6 +299,7 @@ export async function main(argv: string[]): Promise<number> {
               batches: list(values['host-batch'])?.map((s) => int(s, 'host-batch')!) ?? (quick ? [1, 16] : HOST_DEFAULTS.batches),
               steps: int(values['host-steps'], 'host-steps') ?? (quick ? 10 : HOST_DEFAULTS.steps),
               ...(layers ? { layers: { 'llama-3.2-1b': layers[0], 'qwen2.5-0.5b': layers[1] ?? layers[0] } } : {}),
+              ...(values['host-variant'] ? { variant: hostVariant(values['host-variant']) } : {}),
             }),
           ),
         log,

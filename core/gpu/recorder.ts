@@ -234,6 +234,17 @@ export class Recorder {
     return b;
   }
 
+  /**
+   * Returns the step's scratch to the pool last-acquired first: the pool hands buffers out
+   * last-released first, so the next step that asks in the same order gets the same buffer at
+   * every dispatch, and its bind groups are the slots' (no key built, no lookup).
+   */
+  private releaseTemps(): void {
+    const temps = this.temps;
+    for (let i = temps.length - 1; i >= 0; i--) this.ctx.pool.release(temps[i]!);
+    temps.length = 0;
+  }
+
   /** Uploads `data` into a step-scoped buffer (written before the step runs). */
   upload(data: ArrayBufferView): { buffer: GPUBuffer; size: number } {
     const size = Math.max(4, Math.ceil(data.byteLength / 4) * 4);
@@ -277,7 +288,7 @@ export class Recorder {
     this.submitted = true;
     this.endPass();
     releaseStaging(this.ctx, this.stage);
-    for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
+    this.releaseTemps();
     for (const r of this.reads.splice(0)) {
       this.ctx.pool.release(r.staging);
       r.reject(new Error('Recorder: step discarded before submit'));
@@ -311,7 +322,7 @@ export class Recorder {
     if (this.used > this.written) device.queue.writeBuffer(this.arena, this.written, this.stage, this.written, this.used - this.written);
     releaseStaging(this.ctx, this.stage);
     device.queue.submit([this.encoder.finish()]);
-    for (const b of this.temps.splice(0)) this.ctx.pool.release(b);
+    this.releaseTemps();
     if (timerRead) this.ctx.stepTimer!.collect(timerRead);
     if (this.profiler && this.timed.length) void this.profiler.collect();
     for (const r of this.reads) {

@@ -10,7 +10,7 @@
  * weight texture instead (MatmulOptions.wTexture; llvmpipe's storage loads are slow).
  */
 import type { GpuContext } from '../gpu/context.ts';
-import type { PipelineKey } from '../gpu/pipelines.ts';
+import type { Kernel, PipelineKey } from '../gpu/pipelines.ts';
 import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
 import { numel, QK, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
@@ -263,6 +263,46 @@ export function fusionApplies(w: Tensor, variant: Variant, hasTexture: boolean):
   return hasTexture && w.dtype === 'f32' && w.shape.length === 2 && texWeightsApply('f32', w.shape[1]!, variant);
 }
 
+const FUSE_PRENORM = 1;
+const FUSE_GATED = 2;
+
+/** One resolved call shape of a weight: matmulPlan's inputs that vary per call, and its kernel and grid. */
+interface PlannedCall {
+  M: number;
+  variant: Variant;
+  fuse: number;
+  decode: MatmulKernels['decode'];
+  prefill: MatmulKernels['prefill'];
+  kernel: Kernel;
+  groups: number;
+}
+
+/** Per weight tensor (its N, K and dtype are fixed), the call shapes seen, newest last. */
+const planned = new WeakMap<Tensor, PlannedCall[]>();
+/** Call shapes remembered per weight: decode batch sizes and the prefill chunk sizes in use. */
+const PLANNED_PER_WEIGHT = 16;
+
+/**
+ * matmulPlan and the pipeline for a buffer-weight call (no textures), remembered per weight:
+ * decode steps repeat the same few shapes, and the hit is a few field comparisons instead of
+ * a plan's define objects and the pipeline cache's lookup.
+ */
+async function plannedKernel(ctx: GpuContext, w: Tensor, wdt: MatmulWdt, M: number, N: number, K: number, variant: Variant, fuse: number, kernels: MatmulKernels): Promise<{ kernel: Kernel; groups: number }> {
+  let list = planned.get(w);
+  if (list) {
+    for (let i = list.length - 1; i >= 0; i--) {
+      const c = list[i]!;
+      if (c.M === M && c.fuse === fuse && c.variant === variant && c.decode === kernels.decode && c.prefill === kernels.prefill) return c;
+    }
+  } else planned.set(w, (list = []));
+  const fusion = fuse ? { prenorm: (fuse & FUSE_PRENORM) !== 0, gated: (fuse & FUSE_GATED) !== 0 } : {};
+  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, fusion, kernels);
+  const kernel = await ctx.pipelines.get(key);
+  if (list.length >= PLANNED_PER_WEIGHT) list.shift();
+  list.push({ M, variant, fuse, decode: kernels.decode, prefill: kernels.prefill, kernel, groups });
+  return { kernel, groups };
+}
+
 /** y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias). x, y f32. */
 export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: Tensor, opts: MatmulOptions = {}): Promise<void> {
   const { w, bias } = weight;
@@ -310,8 +350,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
       throw new Error('matmul: the fused prenorm needs the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
     }
     if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
-    const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, { prenorm: !!pn, gated: !!opts.gated }, kernels);
-    const kernel = await ctx.pipelines.get(key);
+    const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0), kernels);
     const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (NW * K * 4) / QK }] : [];
     const wnBind = pn ? pn.weight : dummyBias(ctx);
     rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
@@ -344,8 +383,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
-  const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, {}, kernels);
-  const kernel = await ctx.pipelines.get(key);
+  const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, 0, kernels);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
   rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
 }

@@ -81,7 +81,25 @@ function freqKey(o: RopeFreqOptions): string {
 /** Uploaded inverse-frequency tensors, per context per options key (tiny, kept for the context's life). */
 const freqCache = new WeakMap<GpuContext, Map<string, Tensor>>();
 
+/** A tensor of freqCache with the options it was asked for by identity: every layer of every step asks again. */
+interface RecentFreq {
+  dim: number;
+  theta: number;
+  scaling: RopeFreqOptions['scaling'];
+  /** Per-frequency factors (`factors` scaling): callers build that object per call around the same array. */
+  factors: readonly number[] | undefined;
+  tensor: Tensor;
+}
+const recentFreqs = new WeakMap<GpuContext, RecentFreq[]>();
+
 export function invFreqTensor(ctx: GpuContext, o: RopeFreqOptions): Tensor {
+  const dim = o.rotaryDim ?? o.headDim;
+  const sc = o.scaling;
+  const factors = sc?.type === 'factors' ? sc.factors : undefined;
+  let recent = recentFreqs.get(ctx);
+  if (recent) {
+    for (const r of recent) if (r.dim === dim && r.theta === o.theta && (r.scaling === sc || (factors !== undefined && r.factors === factors))) return r.tensor;
+  } else recentFreqs.set(ctx, (recent = []));
   let m = freqCache.get(ctx);
   if (!m) freqCache.set(ctx, (m = new Map()));
   const key = freqKey(o);
@@ -90,6 +108,7 @@ export function invFreqTensor(ctx: GpuContext, o: RopeFreqOptions): Tensor {
     const f = ropeInvFreq(o);
     m.set(key, (t = ctx.tensor(f, [f.length], 'f32')));
   }
+  if (recent.length < 8) recent.push({ dim, theta: o.theta, scaling: sc, factors, tensor: t });
   return t;
 }
 

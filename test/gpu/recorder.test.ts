@@ -100,4 +100,21 @@ describe.each(TEST_BACKENDS)('Recorder on %s', (backend) => {
     ctx.free(y);
     a.buffer.destroy();
   });
+
+  it('hands a step the scratch of the previous one in the same order, submitted or discarded', async () => {
+    const ctx = await gpuFor(backend);
+    const sizes = [4096, 4096, 4096, 256, 4096];
+    const step = (end: (r: ReturnType<typeof ctx.recorder>) => void): number[] => {
+      const rec = ctx.recorder();
+      const got = sizes.map((n) => ctx.bufferId(rec.temp(n)));
+      end(rec);
+      return got;
+    };
+    const first = step((r) => r.submit());
+    // The same sizes asked in the same order get the same buffer at each index (so a dispatch
+    // binding its i-th scratch finds its bind group cached), whether the step went out or not.
+    expect(step((r) => r.submit())).toEqual(first);
+    expect(step((r) => r.discard())).toEqual(first);
+    expect(step((r) => r.submit())).toEqual(first);
+  });
 });
