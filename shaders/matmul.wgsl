@@ -193,10 +193,10 @@ fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
 #endif
 }
 
-// Epilogue for y[m, n] = v (+ bias[n]) (+ old y[m, n]); out-of-range (m, n) are skipped.
+// Epilogue for y[m, y0 + n] = v (+ bias[n]) (+ old y), y rows ldy apart; out-of-range (m, n) are skipped.
 fn store(m: u32, n: u32, v: f32) {
   if (m >= p.M || n >= p.N) { return; }
-  let o = m * p.N + n;
+  let o = m * p.ldy + p.y0 + n;
   var r = v;
   if ((p.flags & 1u) != 0u) { r += bias[n]; }
   if ((p.flags & 2u) != 0u) { r += y[o]; }

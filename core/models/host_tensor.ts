@@ -80,9 +80,9 @@ export function hostToF16(t: HostTensor): Uint16Array {
 
 /**
  * Concatenates tensors along their first (row) dimension; all must share columns. Parts of
- * one kind stay in it; parts of different kinds (a GGUF whose q/k/v or gate/up projections
- * use different quant types, as Q4_K_M files do) are joined as f16 halves — exact for every
- * GGUF block type up to f16 rounding, at 16 bits per weight instead of the file's 4.5-8.5.
+ * one kind stay in it; parts of different kinds are joined as f16 halves (f16 rounding, 16 bits
+ * a weight). The Llama loader does not join mixed GGUF quant types this way: it keeps them as
+ * LinearWeight parts (core/models/llama/weights.ts fusedLinear).
  */
 export function concatRows(parts: readonly HostTensor[]): HostTensor {
   const first = parts[0]!;

@@ -22,14 +22,32 @@ import { isKQuant, QK_K, type KQuantDType } from './quant_k.ts';
 import { contextMatmulKernels, type MatmulKernels } from './kernel_select.ts';
 
 export interface LinearWeight {
-  /** [N, K] dtype f32 | f16 | q8_0 | q4_0. */
+  /** [N, K] dtype f32 | f16 | q8_0 | q4_0 | a K-quant. With `parts`: the first part's. */
   w: Tensor;
-  /** [N] f32. */
+  /** [N] f32. With `parts`: the first part's. */
   bias?: Tensor;
+  /**
+   * A fused matrix whose row blocks keep different dtypes (a GGUF with attn_v in Q6_K beside
+   * Q4_K attn_q / attn_k): each part runs from its own blocks into its columns of y.
+   */
+  parts?: readonly LinearPart[];
+}
+
+/** One row block of a LinearWeight in parts: W rows [col, col + rows) of the fused matrix. */
+export interface LinearPart {
+  w: Tensor;
+  bias?: Tensor;
+  /** First column of y (first row of the fused matrix) this part writes. */
+  col: number;
 }
 
 export interface MatmulOptions {
   variant?: Variant;
+  /**
+   * Write y's columns [offset, offset + N) of a wider y [M, stride] (a part of a fused output).
+   * Buffer weights only (no textures, no gated output).
+   */
+  yColumns?: { stride: number; offset: number };
   /** gpu variant: the decode and prefill kernels (the decode plan's choice; default: from the adapter, kernel_select.ts). */
   kernels?: MatmulKernels;
   /** y += x·Wᵀ (+bias) instead of y = ... : lets the residual add fuse into the output projection */
@@ -99,6 +117,8 @@ const layout = uniformLayout([
   ['N', 'u32'], // rows of W = columns of y, in elements
   ['K', 'u32'], // columns of x and W (unpadded), in elements
   ['flags', 'u32'], // bit 0: add bias; bit 1: accumulate into y
+  ['ldy', 'u32'], // row stride of y in elements (N, or wider: MatmulOptions.yColumns)
+  ['y0', 'u32'], // column of y where this output starts
 ] as const);
 /** The WTEX variant's layout: `layout` plus W's position in the weight texture and the fusions' parameters. */
 const texLayout = uniformLayout([
@@ -113,6 +133,8 @@ const texLayout = uniformLayout([
   ['nH', 'u32'], // ROPE: q heads
   ['nKv', 'u32'], // ROPE: kv heads
   ['kvBase4', 'u32'], // ROPE: vec4 index of the layer's region in the KV textures
+  ['ldy', 'u32'], // as in `layout` (N here: the texture path writes whole rows)
+  ['y0', 'u32'],
 ] as const);
 
 /** The sgemv kernel's layout with fusions: `layout` plus the prenorm epsilon. */
@@ -122,6 +144,8 @@ const gpuFuseLayout = uniformLayout([
   ['K', 'u32'],
   ['flags', 'u32'],
   ['eps', 'f32'], // PRENORM: RMSNorm epsilon
+  ['ldy', 'u32'], // as in `layout`
+  ['y0', 'u32'],
 ] as const);
 
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
@@ -305,6 +329,12 @@ async function plannedKernel(ctx: GpuContext, w: Tensor, wdt: MatmulWdt, M: numb
 
 /** y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias). x, y f32. */
 export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: Tensor, opts: MatmulOptions = {}): Promise<void> {
+  if (weight.parts) {
+    if (opts.gated || opts.wTexture || opts.norm || opts.rope || opts.yColumns) throw new Error('matmul: a weight in parts takes no gated output, texture, norm / rope fusion or column window');
+    const stride = y.shape[y.shape.length - 1]!;
+    for (const p of weight.parts) await matmul(rec, x, { w: p.w, ...(p.bias ? { bias: p.bias } : {}) }, y, { ...opts, yColumns: { stride, offset: p.col } });
+    return;
+  }
   const { w, bias } = weight;
   if (w.shape.length !== 2) throw new Error(`matmul: weight must be [N, K], got [${w.shape.join(', ')}]`);
   const [NW, K] = w.shape as [number, number];
@@ -314,9 +344,15 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   if (opts.gated && (NW % 2 !== 0 || bias || opts.accumulate)) throw new Error('matmul: a gated output needs W [2N, K], no bias and no accumulation');
   const N = opts.gated ? NW / 2 : NW; // columns of y
   const M = numel(x.shape) / K;
-  if (numel(y.shape) !== M * N || y.shape[y.shape.length - 1] !== N) {
-    throw new Error(`matmul: y [${y.shape.join(', ')}] is not [${M}, ${N}]`);
+  const yc = opts.yColumns;
+  const ldy = yc ? yc.stride : N;
+  if (yc && (opts.gated || opts.wTexture || !Number.isInteger(yc.offset) || yc.offset < 0 || yc.offset + N > yc.stride)) {
+    throw new Error(`matmul: columns [${yc.offset}, ${yc.offset + N}) of a y of ${yc.stride} columns (buffer weights, no gated output)`);
   }
+  if (numel(y.shape) !== M * ldy || y.shape[y.shape.length - 1] !== ldy) {
+    throw new Error(`matmul: y [${y.shape.join(', ')}] is not [${M}, ${ldy}]`);
+  }
+  const y0 = yc ? yc.offset : 0;
   if (bias && (bias.dtype !== 'f32' || numel(bias.shape) !== N)) throw new Error(`matmul: bias must be [${N}] f32`);
   const quant = w.dtype === 'q8_0' || w.dtype === 'q4_0';
   if (quant) {
@@ -353,7 +389,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0), kernels);
     const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (NW * K * 4) / QK }] : [];
     const wnBind = pn ? pn.weight : dummyBias(ctx);
-    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
+    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
     return;
   }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
@@ -378,12 +414,12 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     const ropePairs = rp ? ((rp.qHeads + 2 * rp.kvHeads) * rp.headDim) / 8 : 0;
     const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX, { norm: !!nm, gated: !!opts.gated, ropePairs });
     const kernel = await ctx.pipelines.get(key);
-    const params = { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0, kvBase4: rp?.cacheK.base4 ?? 0 };
+    const params = { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0, kvBase4: rp?.cacheK.base4 ?? 0, ldy, y0 };
     const ropeBound = rp ? [rp.positions, rp.slots, rp.invFreq, rp.cacheK, rp.cacheV] : [];
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;
   }
   const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, 0, kernels);
   const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
-  rec.dispatch(kernel, { M, N, K, flags }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
+  rec.dispatch(kernel, { M, N, K, flags, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
 }

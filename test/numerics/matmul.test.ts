@@ -150,6 +150,53 @@ describe.each(BACKEND_VARIANTS)('matmul on %s, %s variant', (backend, variant) =
   });
 });
 
+// A fused weight whose row blocks keep different dtypes (LinearWeight.parts): each part writes
+// its columns of y (MatmulOptions.yColumns), with its own bias, alone or with the gpu decode
+// kernel's prenorm; the result is the matmul of the concatenated dequantized blocks.
+describe.each(BACKEND_VARIANTS)('matmul of a weight in parts on %s, %s variant', (backend, variant) => {
+  it.each([
+    [1, 64, [32, 8, 24]],
+    [5, 64, [40, 16, 8]],
+    [20, 96, [12, 36]],
+  ] as const)('M = %i, K = %i, parts of %j rows (q8_0, f16, q4_0, ...) match the reference', async (M, K, rows) => {
+    const ctx = await gpuFor(backend);
+    const types: DType[] = ['q8_0', 'f16', 'q4_0'];
+    const N = rows.reduce((a, b) => a + b, 0);
+    const x = randn(M * K, 7 * M + K);
+    const wd = new Float32Array(N * K);
+    const b = randn(N, 11);
+    const y0 = randn(M * N, 13);
+    const parts = [];
+    let col = 0;
+    for (const [i, r] of rows.entries()) {
+      const dtype = types[i % types.length]!;
+      const enc = encodeWeight(randn(r * K, 100 + i, 0.5), r, K, dtype);
+      wd.set(dequantize(dtype, enc, r, K), col * K);
+      parts.push({ w: uploadEncoded(ctx, enc, r, K, dtype), bias: ctx.tensor(b.subarray(col, col + r), [r], 'f32'), col });
+      col += r;
+    }
+    const weight = { w: parts[0]!.w, parts };
+    const tx = ctx.tensor(x, [M, K], 'f32');
+    const tyBias = ctx.scratch([M, N]);
+    const tyAcc = ctx.tensor(y0, [M, N], 'f32');
+    const rec = ctx.recorder();
+    await matmul(rec, tx, weight, tyBias, { variant });
+    await matmul(rec, tx, weight, tyAcc, { variant, accumulate: true });
+    const outs = [rec.readback(tyBias), rec.readback(tyAcc)];
+    rec.submit();
+    const [withBias, acc] = (await Promise.all(outs)).map((a) => new Float32Array(a));
+    assertClose(withBias!, matmulRef(x, M, K, wd, N, b), TOL_F32, 'y (parts, bias)');
+    assertClose(acc!, matmulRef(x, M, K, wd, N, b, y0), TOL_F32, 'y (parts, bias, accumulate)');
+    await expect(matmul(ctx.recorder(), tx, weight, tyBias, { variant, gated: true })).rejects.toThrow(/in parts/);
+    await expect(matmul(ctx.recorder(), tx, { w: parts[0]!.w }, tyBias, { variant, yColumns: { stride: N, offset: N - 1 } })).rejects.toThrow(/columns/);
+    ctx.free(tyBias);
+    for (const t of [tx, tyAcc, ...parts.flatMap((p) => [p.w, p.bias])]) {
+      t.buffer.destroy();
+      t.scales?.destroy();
+    }
+  });
+});
+
 describe.each(BACKEND_VARIANTS)('matmul large grid on %s, %s variant', (backend, variant) => {
   // Folding needs > 65535 workgroups: 1M cpu invocations or 65537 gemv workgroups. SwiftShader
   // needs seconds for either (slow gathers; a coroutine per barrier-using workgroup), so the
@@ -202,7 +249,7 @@ describe.each(BACKEND_VARIANTS)('matmul native-f16 path on %s, %s variant', (bac
     const tb = ctx.tensor(b, [N], 'f32');
     const ty = ctx.scratch([M, N]);
     const rec = ctx.recorder();
-    rec.dispatch(kernel, { M, N, K, flags: 1 }, [tx, tw, tb, ty], grid1d(groups));
+    rec.dispatch(kernel, { M, N, K, flags: 1, ldy: N, y0: 0 }, [tx, tw, tb, ty], grid1d(groups));
     const out = rec.readback(ty);
     rec.submit();
     assertClose(new Float32Array(await out), matmulRef(x, M, K, wf, N, b), TOL_F32);

@@ -276,10 +276,10 @@ export class LlamaModel {
    * With the megakernel's weight texture: the generic matmuls read W from it too (prefill on
    * llvmpipe; matmul ignores it where it does not apply). W's vec4 offset in the packed buffer.
    */
-  private wtex(w: { w: Tensor }): MatmulOptions {
+  private wtex(w: { w: Tensor; parts?: readonly unknown[] }): MatmulOptions {
     const kernels = this.plan.matmul;
     const t = this.mega?.texture;
-    if (!t || w.w.buffer !== this.mega!.weights.buffer) return { kernels };
+    if (!t || w.parts || w.w.buffer !== this.mega!.weights.buffer) return { kernels };
     const xs = this.mega!.xStage;
     return { kernels, wTexture: { binding: t, offset4: w.w.offset / 16 }, ...(xs ? { xTexture: xs } : {}) };
   }
@@ -289,9 +289,9 @@ export class LlamaModel {
    * it does not apply (no weight texture, either weight outside it, or a gated matmul with a
    * bias): the caller norms into h.
    */
-  private normTex(norm: Tensor, next: { w: Tensor; bias?: Tensor }, gated = false): { offset4: number; eps: number } | null {
+  private normTex(norm: Tensor, next: { w: Tensor; bias?: Tensor; parts?: readonly unknown[] }, gated = false): { offset4: number; eps: number } | null {
     const mega = this.mega;
-    if (!mega?.texture || (gated && next.bias) || !fusionApplies(next.w, this.ctx.variant, true)) return null;
+    if (!mega?.texture || next.parts || (gated && next.bias) || !fusionApplies(next.w, this.ctx.variant, true)) return null;
     if (next.w.buffer !== mega.weights.buffer || norm.buffer !== mega.weights.buffer || norm.dtype !== 'f32' || norm.offset % 16 !== 0) return null;
     return { offset4: norm.offset / 16, eps: this.cfg.rmsEps };
   }
@@ -460,7 +460,7 @@ export class LlamaModel {
       else await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
       const postNorm = this.normTex(L.postNorm, L.gu, true);
       if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
-      else if (gpuFuse && !L.gu.bias && mlpActivation(c) === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
+      else if (gpuFuse && !L.gu.bias && !L.gu.parts && mlpActivation(c) === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
       else {
         await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.gu, gu, this.wtex(L.gu));

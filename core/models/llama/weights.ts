@@ -9,7 +9,7 @@
 import type { DecoderConfig } from '../../formats/hf_config.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import type { LinearWeight } from '../../ops/matmul.ts';
+import type { LinearPart, LinearWeight } from '../../ops/matmul.ts';
 import { ModelFormatError, UnsupportedModelError } from '../../errors.ts';
 import { STORAGE } from '../../gpu/buffers.ts';
 import { uploadWeight } from '../../ops/quant.ts';
@@ -327,6 +327,25 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
     host.hold(hostBytes(r));
     return r;
   };
+  /**
+   * q/k/v or gate/up as one matrix when their dtypes agree. Parts of different dtypes (a GGUF
+   * `_M` mixture: attn_v in Q6_K beside Q4_K attn_q / attn_k) stay as they are, each run from
+   * its own blocks into its columns of the fused output (LinearWeight.parts), rather than
+   * joined in f16 (2 bytes a weight and a rounding). Into the packed f32 buffer of the decode
+   * megakernel they go joined in f32, which is exact.
+   */
+  const fusedLinear = (parts: HostTensor[]): LinearWeight => {
+    if (parts.every((t) => t.kind === parts[0]!.kind)) return { w: done(up.matrix(fuse(parts))) };
+    if (packer) return { w: done(up.matrix(fuse(parts.map((t): HostTensor => ({ kind: 'f32', shape: t.shape, data: toF32(t) }))))) };
+    const out: LinearPart[] = [];
+    let col = 0;
+    for (const t of parts) {
+      out.push({ w: up.matrix(t), col });
+      col += t.shape[0]!;
+    }
+    done(0);
+    return { w: out[0]!.w, parts: out };
+  };
   /** End of a weight: everything read for it is dead. */
   const done = <T>(v: T): T => {
     host.release(host.held);
@@ -338,23 +357,28 @@ async function uploadAll(cfg: DecoderConfig, src: WeightSource, up: WeightUpload
   const layers: LlamaLayerWeights[] = [];
   for (let l = 0; l < cfg.layers; l++) {
     const p = `model.layers.${l}.`;
-    const qkvW = cfg.fusedProjections
-      ? await get(`${p}self_attn.qkv_proj.weight`)
-      : fuse([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
-    const qkv: LinearWeight = { w: done(up.matrix(qkvW)) };
+    const qkv: LinearWeight = cfg.fusedProjections
+      ? { w: done(up.matrix(await get(`${p}self_attn.qkv_proj.weight`))) }
+      : fusedLinear([await get(`${p}self_attn.q_proj.weight`), await get(`${p}self_attn.k_proj.weight`), await get(`${p}self_attn.v_proj.weight`)]);
     if (cfg.attentionBias) {
-      const parts = [await get(`${p}self_attn.q_proj.bias`), await get(`${p}self_attn.k_proj.bias`), await get(`${p}self_attn.v_proj.bias`)];
-      const joined = new Float32Array(parts.reduce((a, b) => a + b.shape[0]!, 0));
-      let o = 0;
-      for (const b of parts) joined.set(toF32(b), (o += b.shape[0]!) - b.shape[0]!);
-      qkv.bias = done(up.vector({ kind: 'f32', shape: [joined.length], data: joined }));
+      const biases = [await get(`${p}self_attn.q_proj.bias`), await get(`${p}self_attn.k_proj.bias`), await get(`${p}self_attn.v_proj.bias`)];
+      if (qkv.parts) {
+        // Each part adds its own bias in its own matmul.
+        qkv.parts = qkv.parts.map((part, i) => ({ ...part, bias: up.vector({ kind: 'f32', shape: [biases[i]!.shape[0]!], data: toF32(biases[i]!) }) }));
+        qkv.bias = done(qkv.parts[0]!.bias);
+      } else {
+        const joined = new Float32Array(biases.reduce((a, b) => a + b.shape[0]!, 0));
+        let o = 0;
+        for (const b of biases) joined.set(toF32(b), (o += b.shape[0]!) - b.shape[0]!);
+        qkv.bias = done(up.vector({ kind: 'f32', shape: [joined.length], data: joined }));
+      }
     }
     const layer: LlamaLayerWeights = {
       inNorm: await norm(`${p}input_layernorm.weight`),
       qkv,
       o: { w: done(up.matrix(await get(`${p}self_attn.o_proj.weight`))) },
       postNorm: await norm(cfg.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`),
-      gu: { w: done(up.matrix(cfg.fusedProjections ? await get(`${p}mlp.gate_up_proj.weight`) : fuse([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]))) },
+      gu: cfg.fusedProjections ? { w: done(up.matrix(await get(`${p}mlp.gate_up_proj.weight`))) } : fusedLinear([await get(`${p}mlp.gate_proj.weight`), await get(`${p}mlp.up_proj.weight`)]),
       down: { w: done(up.matrix(await get(`${p}mlp.down_proj.weight`))) },
     };
     if (cfg.sandwichNorms) {
@@ -423,5 +447,9 @@ export function destroyLlamaWeights(w: LlamaWeights): void {
   for (const t of [...(w.embedParts ?? []), ...(w.headParts ?? [])]) kill(t);
   for (const l of w.layers) {
     for (const t of [l.inNorm, l.qkv.w, l.qkv.bias, l.qNorm, l.kNorm, l.o.w, l.postNorm, l.gu.w, l.down.w, l.attnOutNorm, l.mlpOutNorm]) kill(t);
+    for (const part of [...(l.qkv.parts ?? []), ...(l.gu.parts ?? [])]) {
+      kill(part.w);
+      kill(part.bias);
+    }
   }
 }
