@@ -26,7 +26,13 @@
 #include _kquant
 #endif
 #if DTYPE == q8_0 || DTYPE == q4_0
-@group(0) @binding(3) var<storage, read> scales: array<f32>;   // [V, D / 32] f32
+@group(0) @binding(3) var<storage, read> scales: array<u32>;   // [V, D / 32] f16 pairs (block i: half i % 2 of word i / 2)
+
+// Scale of block i: the GGUF block's own f16 d.
+fn blockScale(i: u32) -> f32 {
+  let h = unpack2x16float(scales[i >> 1u]);
+  return select(h.x, h.y, (i & 1u) == 1u);
+}
 #endif
 #if POS
 @group(0) @binding({{B_POS}}) var<storage, read> positions: array<u32>;  // [T] u32
@@ -57,7 +63,7 @@ fn tok4(r: u32, c0: u32) -> vec4<f32> {
   let e = r * p.D + c0;  // element index: 4 int8 quants in one word, one block
   let q = bitcast<i32>(table[e / 4u]);
   let v = vec4<i32>(extractBits(q, 0u, 8u), extractBits(q, 8u, 8u), extractBits(q, 16u, 8u), extractBits(q, 24u, 8u));
-  return vec4<f32>(v) * scales[e / 32u];
+  return vec4<f32>(v) * blockScale(e / 32u);
 #elif DTYPE == q4_0
   let e = r * p.D + c0;
   let blk = e / 32u;
@@ -65,7 +71,7 @@ fn tok4(r: u32, c0: u32) -> vec4<f32> {
   let word = table[blk * 4u + (j % 16u) / 4u];
   let sh = select(0u, 4u, j >= 16u);
   let n = vec4<u32>(extractBits(word, sh, 4u), extractBits(word, sh + 8u, 4u), extractBits(word, sh + 16u, 4u), extractBits(word, sh + 24u, 4u));
-  return (vec4<f32>(n) - 8.0) * scales[blk];
+  return (vec4<f32>(n) - 8.0) * blockScale(blk);
 #else
   // K-quants (D % 256 == 0): 4 elements of one super-block.
   return kq4((r * (p.D / 256u) + c0 / 256u) * KQ_WORDS, c0 % 256u);

@@ -7,10 +7,10 @@
  *   f16  — two halves packed per u32 (element 2i in the low 16 bits); rows are
  *          padded to an even length so a row never splits a word.
  *   q8_0 — GGUF Q8_0 repacked for 4-byte alignment: `data` holds the int8
- *          quants (32 per block, 8 u32 per block), `scales` one f32 per block.
+ *          quants (32 per block, 8 u32 per block), `scales` one f16 per block (scaleBytes).
  *   q4_0 — GGUF Q4_0 repacked: `data` holds 16 bytes per block in GGUF order
  *          (byte j: low nibble = element j, high nibble = element j+16),
- *          `scales` one f32 per block. Quant value = nibble - 8.
+ *          `scales` one f16 per block. Quant value = nibble - 8.
  *   q4_k / q5_k / q6_k — GGUF K-quant super-blocks of 256 elements as in the file
  *          (Q6_K padded from 210 to 212 bytes per block; core/ops/quant_k.ts), no `scales`.
  *   u32/i32 — 4 bytes per element (token ids, positions, block tables).
@@ -23,11 +23,20 @@ export interface Tensor {
   readonly offset: number;
   readonly shape: readonly number[];
   readonly dtype: DType;
-  /** Per-block f32 scales for quantized dtypes (one per 32 elements of a row). */
+  /**
+   * Per-block scales of q8_0 / q4_0 (one per 32 elements of a row): halves packed two per u32,
+   * block i in the low half of word i / 2 when i is even — the GGUF blocks' own f16 `d`, so the
+   * device holds the file's bytes (34 / 18 per 32 weights).
+   */
   readonly scales?: GPUBuffer;
 }
 
 export const QK = 32; // elements per quantization block (GGUF Q8_0/Q4_0)
+
+/** Bytes of the device scales buffer for `blocks` q8_0 / q4_0 blocks (f16 pairs in u32 words). */
+export function scaleBytes(blocks: number): number {
+  return Math.ceil(blocks / 2) * 4;
+}
 
 export function numel(shape: readonly number[]): number {
   let n = 1;

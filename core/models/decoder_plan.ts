@@ -23,8 +23,8 @@ export function tensorDeviceBytes(shape: readonly number[], fileType: string, ta
   const kq = kquantFromGgml(fileType);
   const t = target === 'auto' ? (kq ?? (fileType === 'Q8_0' ? 'q8_0' : fileType === 'Q4_0' ? 'q4_0' : floatAs)) : target;
   if (isKQuant(t)) return kquantBytes(t, rows, cols);
-  if (t === 'q8_0' && cols % 32 === 0) return n + n / 8;
-  if (t === 'q4_0' && cols % 32 === 0) return n / 2 + n / 8;
+  if (t === 'q8_0' && cols % 32 === 0) return n + n / 16; // quants + f16 block scales: the file's 34 bytes per 32
+  if (t === 'q4_0' && cols % 32 === 0) return n / 2 + n / 16; // 18 bytes per 32
   if (t === 'f32') return n * 4;
   return rows * Math.ceil(cols / 2) * 4;
 }

@@ -57,7 +57,7 @@ export async function embedding(rec: Recorder, ids: Tensor, table: Tensor, out: 
   if (T === 0) return; // nothing to gather (and zero-sized bindings are invalid)
   const bound: Tensor[] = [ids, table];
   const slot = (t: Tensor): number => bound.push(t);
-  if (quant) bound.push({ buffer: table.scales!, offset: 0, shape: [V, D / QK], dtype: 'f32' });
+  if (quant) bound.push({ buffer: table.scales!, offset: 0, shape: [Math.ceil((V * D) / QK / 2)], dtype: 'u32' }); // f16 pairs (Tensor.scales)
   const B_POS = pos ? slot(opts.positions!) : 0;
   const B_PT = pos ? slot(opts.posTable!) : 0;
   const B_TY = type ? slot(opts.typeIds!) : 0;

@@ -12,7 +12,7 @@
 import type { GpuContext } from '../gpu/context.ts';
 import type { Kernel, PipelineKey } from '../gpu/pipelines.ts';
 import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
-import { numel, QK, type Tensor } from '../gpu/tensor.ts';
+import { numel, QK, scaleBytes, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
 import type { KvTexture } from './kv_write.ts';
@@ -387,7 +387,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     }
     if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
     const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0), kernels);
-    const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (NW * K * 4) / QK }] : [];
+    const scales = quant ? [{ buffer: w.scales!, offset: 0, size: scaleBytes((NW * K) / QK) }] : [];
     const wnBind = pn ? pn.weight : dummyBias(ctx);
     rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
     return;
@@ -420,6 +420,6 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     return;
   }
   const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, 0, kernels);
-  const scales = quant ? [{ buffer: w.scales!, offset: 0, size: (N * K * 4) / QK }] : [];
+  const scales = quant ? [{ buffer: w.scales!, offset: 0, size: scaleBytes((N * K) / QK) }] : [];
   rec.dispatch(kernel, { M, N, K, flags, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
 }

@@ -3,9 +3,10 @@
  * f16/bf16 bit conversions, f16 packing two per u32 with rows padded to even length,
  * GGUF Q8_0 / Q4_0 quantizers (bit-exact with ggml's reference quantizers) and
  * repacking of raw GGUF blocks into the 4-byte aligned layout of core/gpu/tensor.ts:
- *   q8_0: data = int8 quants, row-major [rows, cols] (1 byte each), scales [rows, cols/32] f32.
+ *   q8_0: data = int8 quants, row-major [rows, cols] (1 byte each), scales [rows, cols/32]: f16
+ *         values held in f32 here (the device stores them as halves: GpuContext.tensor).
  *   q4_0: data = 16 bytes per block (byte j: low nibble = element j, high = element j+16,
- *         quant = nibble - 8), scales [rows, cols/32] f32.
+ *         quant = nibble - 8), scales as q8_0's.
  * `dequantize` inverts all of these for references and tests.
  */
 import type { GpuContext } from '../gpu/context.ts';

@@ -95,7 +95,8 @@ describe('weight bytes from headers', () => {
     expect(tensorDeviceBytes([4096], 'BF16', 'auto', 'f16')).toBe(4096 * 4);
     expect(tensorDeviceBytes([4096, 4096], 'Q4_K', 'auto', 'f16')).toBe(4096 * 16 * 144);
     expect(tensorDeviceBytes([4096, 4096], 'Q6_K', 'auto', 'f16')).toBe(4096 * 16 * 212);
-    expect(tensorDeviceBytes([4096, 4096], 'Q8_0', 'auto', 'f16')).toBe(4096 * 4096 * 1.125);
+    expect(tensorDeviceBytes([4096, 4096], 'Q8_0', 'auto', 'f16')).toBe((4096 * 4096 * 34) / 32); // quants + f16 d: the file's bytes
+    expect(tensorDeviceBytes([4096, 4096], 'Q4_0', 'auto', 'f16')).toBe((4096 * 4096 * 18) / 32);
     expect(tensorDeviceBytes([4096, 4096], 'IQ4_XS', 'auto', 'f16')).toBe(4096 * 4096 * 2);
     expect(tensorDeviceBytes([7, 33], 'F16', 'auto', 'f16')).toBe(7 * 17 * 4);
   });

@@ -75,7 +75,7 @@ function packQ8(x: Float32Array): Packed {
   const deq = new Float32Array(x.length);
   for (let b = 0; b < scales.length; b++) {
     const blk = x.subarray(b * 32, b * 32 + 32);
-    const d = Math.fround(blk.reduce((m, v) => Math.max(m, Math.abs(v)), 0) / 127);
+    const d = fromHalf(toHalf(blk.reduce((m, v) => Math.max(m, Math.abs(v)), 0) / 127)); // a GGUF block's d is f16
     scales[b] = d;
     blk.forEach((v, j) => {
       q[b * 32 + j] = d ? Math.round(v / d) : 0;
@@ -92,7 +92,7 @@ function packQ4(x: Float32Array): Packed {
   for (let b = 0; b < scales.length; b++) {
     const blk = x.subarray(b * 32, b * 32 + 32);
     const max = blk.reduce((m, v) => (Math.abs(v) > Math.abs(m) ? v : m), 0);
-    const d = Math.fround(max / -8);
+    const d = fromHalf(toHalf(max / -8)); // f16, as in a GGUF block
     scales[b] = d;
     const q = Array.from(blk, (v) => (d ? Math.min(15, Math.max(0, Math.round(v / d + 8))) : 8));
     for (let j = 0; j < 16; j++) data[b * 16 + j] = q[j]! | (q[j + 16]! << 4);
