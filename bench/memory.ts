@@ -27,6 +27,27 @@ const MODELS: [string, number][] = [
   ['llama-3.2-1b', 4],
 ];
 
+/** The seven linear layers of a decoder layer, by HF name (GgufMix.layers keys). */
+export const MIX_LAYERS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'] as const;
+
+const mixOf = (tag: string, embed: WeightWriteType, types: WeightWriteType[]): GgufMix => ({ tag, embed, layers: Object.fromEntries(MIX_LAYERS.map((l, i) => [l, types[i]!])) });
+
+/**
+ * GGUF files of the Llama-3.2-1B and Gemma-2-2B shapes (1 layer each) with every weight type
+ * that has a kernel, checked by test/slow/realshape.test.ts and measured by benchMemory:
+ * uniform files (every matrix and the tied embedding in one type) and mixes as llama.cpp's
+ * `_M` ones are (a type per tensor; q/k/v and gate/up of different types, as a real Q4_K_M
+ * stores attn_v in Q6_K beside Q4_K attn_q / attn_k).
+ */
+export const REALSHAPE_GGUF: [model: string, type: WeightWriteType, mix: GgufMix | null][] = [
+  ['llama-3.2-1b', 'Q8_0', null],
+  ['llama-3.2-1b', 'Q4_0', null],
+  ['llama-3.2-1b', 'Q6_K', null], // a K-quant embedding gather and LM head over 128k rows
+  ['llama-3.2-1b', 'Q4_K', mixOf('k-mix', 'Q8_0', ['Q4_K', 'Q4_K', 'Q6_K', 'Q4_K', 'Q4_K', 'Q5_K', 'Q6_K'])],
+  ['gemma-2-2b', 'Q8_0', null],
+  ['gemma-2-2b', 'Q4_K', mixOf('all-mix', 'Q4_0', ['Q4_K', 'Q5_K', 'Q6_K', 'Q4_0', 'Q5_K', 'Q6_K', 'Q4_K'])],
+];
+
 export interface MemoryRow {
   model: string;
   format: string;
@@ -161,11 +182,18 @@ export async function benchMemory(opts: { backend?: string; log?: (s: string) =>
       const shards = readdirSync(dir).filter((f) => f.endsWith('.safetensors')).map((f) => join(dir, f));
       log(`memory: ${model} safetensors`);
       rows.push(await measure(ctx, model, 'bf16 safetensors', async () => dirSource(dir), shards));
-      // Llama 3.x GGUF files carry rope_freqs, which the GGUF loader refuses for now.
-      if (model.startsWith('llama-3')) continue;
+      if (model.startsWith('llama-3')) continue; // its GGUFs: the 1-layer files below
       const gguf = await ggufOf(dir);
       log(`memory: ${model} GGUF Q8_0`);
       rows.push(await measure(ctx, model, 'GGUF Q8_0', () => openModelPath(gguf), [gguf]));
+    }
+    if (!opts.models) {
+      for (const [model, type, mix] of REALSHAPE_GGUF) {
+        const gguf = await ggufOf(checkpoint(model, 1, log), type, mix ?? undefined);
+        const format = `GGUF ${mix ? `${mix.tag}: ${MIX_LAYERS.map((l) => mix.layers[l]).join(' ')}, embedding ${mix.embed}` : type} (1 layer)`;
+        log(`memory: ${model} ${format}`);
+        rows.push(await measure(ctx, model, format, () => openModelPath(gguf), [gguf]));
+      }
     }
   } finally {
     ctx.destroy();

@@ -36,8 +36,10 @@
  *   `--quick`: 10 steps, batch 1 and 16; `--host-variant gpu|cpu`, default gpu: the fused kernels
  *   a GPU host records);
  * - `memory` (bench/memory.ts; only with `--only memory`: it writes ~1 GB checkpoints):
- *   real-shape models per format, device weight bytes vs file bytes, KV bytes/token, peak
- *   RSS while loading vs the largest file, load time (first `--backends` entry).
+ *   real-shape models per format (bf16 safetensors; GGUF Q8_0, and every GGUF kernel type at the
+ *   Llama-3.2-1B / Gemma-2-2B shapes: bench/memory.ts REALSHAPE_GGUF), device weight bytes vs
+ *   file bytes, KV bytes/token, peak RSS while loading vs the largest file, load time (first
+ *   `--backends` entry).
  * - `cluster` (bench/cluster.ts): the same reader in-process and as a `weft reader --nats`
  *   process behind one front end: requests/s, TTFT p50 and tok/s at concurrency 1 and 32,
  *   NATS / in-process as ratios (needs `nats-server`; `--quick`: concurrency 1, 8).

@@ -241,8 +241,10 @@ describe('uploadWeight', () => {
     const data = new Uint8Array(await ctx.read(t));
     if ('scales' in enc) {
       expect(Array.from(data)).toEqual(Array.from(enc.data));
-      const s = new Float32Array(await ctx.read({ buffer: t.scales!, offset: 0, shape: [enc.scales.length], dtype: 'f32' }));
-      expect(Array.from(s)).toEqual(Array.from(enc.scales));
+      // The device keeps each block's scale as the f16 it is (two halves per word).
+      const halves = new Uint16Array(await ctx.read({ buffer: t.scales!, offset: 0, shape: [Math.ceil(enc.scales.length / 2)], dtype: 'u32' }));
+      expect(Array.from(halves.subarray(0, enc.scales.length), f16ToF32)).toEqual(Array.from(enc.scales));
+      expect(t.scales!.size).toBe(Math.ceil(enc.scales.length / 2) * 4);
     } else {
       expect(Array.from(data)).toEqual(Array.from(new Uint8Array(enc.buffer, enc.byteOffset, enc.byteLength)));
     }

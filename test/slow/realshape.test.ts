@@ -30,8 +30,7 @@ import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel } from '../../core/formats/safetensors.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
 import { hostToF32 } from '../../core/models/host_tensor.ts';
-import { ggufOf, type GgufMix } from '../../bench/memory.ts';
-import type { WeightWriteType } from '../../core/formats/gguf_write.ts';
+import { ggufOf, MIX_LAYERS, REALSHAPE_GGUF } from '../../bench/memory.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { absMax, allPositionLogits, maxAbsDiff, referenceRun } from '../helpers/tiny_decoder.ts';
 import { loadTokenizerFromSource } from '../../core/tokenizer/tokenizer.ts';
@@ -235,9 +234,8 @@ describe('llama-3.2-1b shape (4 layers) as a Q8_0 GGUF against its PyTorch golde
 // puts all five kernel types through one load (a GGUF of the 256k x 2304 embedding costs a
 // minute of CI per file, and the JS K-quant writer does 2-4 M elements/s). As in a real Q4_K_M,
 // the matrices Weft fuses (q/k/v, gate/up) differ in type within a mix: each part runs from its
-// own blocks into its columns of the fused output (LinearWeight.parts).
-// The device holds about the file's tensor bytes: every kernel runs from the file's blocks.
-const MIX_LAYERS = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'] as const;
+// own blocks into its columns of the fused output (LinearWeight.parts). The files
+// (bench/memory.ts REALSHAPE_GGUF) are also the memory bench's GGUF rows.
 const GGUF_NAMES: Record<(typeof MIX_LAYERS)[number], string> = {
   'self_attn.q_proj': 'attn_q',
   'self_attn.k_proj': 'attn_k',
@@ -247,18 +245,10 @@ const GGUF_NAMES: Record<(typeof MIX_LAYERS)[number], string> = {
   'mlp.up_proj': 'ffn_up',
   'mlp.down_proj': 'ffn_down',
 };
-const mixOf = (tag: string, embed: WeightWriteType, types: WeightWriteType[]): GgufMix => ({ tag, embed, layers: Object.fromEntries(MIX_LAYERS.map((l, i) => [l, types[i]!])) });
-const GGUF_FILES: [model: string, type: WeightWriteType, mix: GgufMix | null][] = [
-  ['llama-3.2-1b', 'Q8_0', null],
-  ['llama-3.2-1b', 'Q4_0', null],
-  ['llama-3.2-1b', 'Q6_K', null], // a K-quant embedding gather and LM head over 128k rows
-  ['llama-3.2-1b', 'Q4_K', mixOf('k-mix', 'Q8_0', ['Q4_K', 'Q4_K', 'Q6_K', 'Q4_K', 'Q4_K', 'Q5_K', 'Q6_K'])],
-  ['gemma-2-2b', 'Q8_0', null],
-  ['gemma-2-2b', 'Q4_K', mixOf('all-mix', 'Q4_0', ['Q4_K', 'Q5_K', 'Q6_K', 'Q4_0', 'Q5_K', 'Q6_K', 'Q4_K'])],
-];
+
 describe('real shapes (1 layer) as GGUF of every kernel type against PyTorch on the dequantized weights', () => {
   const backend = TEST_BACKENDS[0]!;
-  it.each(GGUF_FILES.map(([model, type, mix]) => [model, mix ? `${mix.tag} (${Object.values(mix.layers).join(' ')}; embedding ${mix.embed})` : type, type, mix] as const))(`%s %s on ${backend}`, async (model, _label, type, mix) => {
+  it.each(REALSHAPE_GGUF.map(([model, type, mix]) => [model, mix ? `${mix.tag} (${Object.values(mix.layers).join(' ')}; embedding ${mix.embed})` : type, type, mix] as const))(`%s %s on ${backend}`, async (model, _label, type, mix) => {
     const dir = checkpoint(model, 1);
     const path = await ggufOf(dir, type, mix ?? undefined);
     const g = await openGguf(await fileSource(path));
