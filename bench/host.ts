@@ -174,7 +174,7 @@ function xorshift(x: number): number {
  * magnitude 2^-7 .. 2^-6 with random sign and mantissa, norm weights 1 .. 1.25, biases as
  * matrices. Values are irrelevant to host time; they only have to be finite.
  */
-export function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
+function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
   const D = cfg.hiddenSize;
   const hd = cfg.headDim;
   const shapeOf = (name: string): number[] => {
@@ -227,7 +227,7 @@ export function randomWeights(cfg: DecoderConfig, seed = 1234): WeightSource {
 }
 
 /** A greedy decode step of B sequences, sequence s at POSITION + s % 7 in its own KV blocks. */
-export function decodeStep(geo: StepGeometry, B: number): StepInputs {
+function decodeStep(geo: StepGeometry, B: number): StepInputs {
   const mb = geo.maxBlocksPerSeq;
   const need = Math.ceil((POSITION + 8) / geo.blockSize);
   const blockTables = new Uint32Array(B * mb);

@@ -63,13 +63,14 @@ import { markdownGenerate } from './generate_report.ts';
 import { BENCH_CACHE, MODEL_IDS, type ModelId } from './models.ts';
 import { benchHost, HOST_DEFAULTS, hostTable } from './host.ts';
 import { VARIANTS, type Variant } from '../core/ops/variant.ts';
+import { benchServing, servingTable, type ServingReport } from './serving.ts';
+import type { TjsDevice } from './peers/transformers_js.ts';
 
+/** `--host-variant`: the kernel family the host bench records. */
 function hostVariant(v: string): Variant {
   if (!(VARIANTS as readonly string[]).includes(v)) throw new Error(`--host-variant: ${v} is not one of ${VARIANTS.join(', ')}`);
   return v as Variant;
 }
-import { benchServing, servingTable, type ServingReport } from './serving.ts';
-import type { TjsDevice } from './peers/transformers_js.ts';
 
 const MODULES = ['generate', 'matvec', 'structured', 'load', 'embeddings', 'documents', 'speculative', 'serving', 'cluster', 'memory', 'host'] as const;
 type ModuleName = (typeof MODULES)[number];

@@ -26,13 +26,8 @@
 #include _kquant
 #endif
 #if DTYPE == q8_0 || DTYPE == q4_0
-@group(0) @binding(3) var<storage, read> scales: array<u32>;   // [V, D / 32] f16 pairs (block i: half i % 2 of word i / 2)
-
-// Scale of block i: the GGUF block's own f16 d.
-fn blockScale(i: u32) -> f32 {
-  let h = unpack2x16float(scales[i >> 1u]);
-  return select(h.x, h.y, (i & 1u) == 1u);
-}
+@group(0) @binding(3) var<storage, read> ws: array<u32>;       // [V, D / 32] block scales, f16 pairs
+#include _block_scale
 #endif
 #if POS
 @group(0) @binding({{B_POS}}) var<storage, read> positions: array<u32>;  // [T] u32

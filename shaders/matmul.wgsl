@@ -91,12 +91,7 @@ const TW_LOG2: u32 = {{TW_LOG2}}u;
 @group(0) @binding(3) var<storage, read> ws: array<u32>;          // [N, K/32] block scales, f16 pairs (block i: half i % 2 of word i / 2)
 @group(0) @binding(4) var<storage, read> bias: array<f32>;        // [N] (dummy when flags bit 0 is clear)
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;     // [M, N]
-
-// Scale of block i: the GGUF block's own f16 d.
-fn wscale(i: u32) -> f32 {
-  let h = unpack2x16float(ws[i >> 1u]);
-  return select(h.x, h.y, (i & 1u) == 1u);
-}
+#include _block_scale
 #else
 @group(0) @binding(3) var<storage, read> bias: array<f32>;        // [N] (dummy when flags bit 0 is clear)
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;     // [M, N]
@@ -190,12 +185,12 @@ fn wat(b: u32, c: u32, n: u32) -> vec4<f32> {
   return vec4<f32>(select(0.0, f32(w[b + k]), k < p.K), select(0.0, f32(w[b + k + 1u]), k + 1u < p.K),
                    select(0.0, f32(w[b + k + 2u]), k + 2u < p.K), select(0.0, f32(w[b + k + 3u]), k + 3u < p.K));
 #elif WDT == q8_0
-  return q8(w[b + c]) * wscale(n * (p.K / 32u) + c / 8u);
+  return q8(w[b + c]) * blockScale(n * (p.K / 32u) + c / 8u);
 #elif WDT == q4_k || WDT == q5_k || WDT == q6_k
   return kq4(b + (c / 64u) * KQ_WORDS, (4u * c) % 256u);
 #else
   let j = c % 8u;
-  return q4(w[b + (c / 8u) * 4u + (j & 3u)], select(0u, 4u, j >= 4u)) * wscale(n * (p.K / 32u) + c / 8u);
+  return q4(w[b + (c / 8u) * 4u + (j & 3u)], select(0u, 4u, j >= 4u)) * blockScale(n * (p.K / 32u) + c / 8u);
 #endif
 }
 
@@ -374,8 +369,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let off = vec4<f32>(dot(sx[0], e), dot(sx[1], e), dot(sx[2], e), dot(sx[3], e));  // 8 Σx per row
     let ds = 1.0;
 #endif
-    let da = vec4<f32>(wscale(na.x * sb + blk), wscale(na.y * sb + blk), wscale(na.z * sb + blk), wscale(na.w * sb + blk)) * ds;
-    let db = vec4<f32>(wscale(nb.x * sb + blk), wscale(nb.y * sb + blk), wscale(nb.z * sb + blk), wscale(nb.w * sb + blk)) * ds;
+    let da = vec4<f32>(blockScale(na.x * sb + blk), blockScale(na.y * sb + blk), blockScale(na.z * sb + blk), blockScale(na.w * sb + blk)) * ds;
+    let db = vec4<f32>(blockScale(nb.x * sb + blk), blockScale(nb.y * sb + blk), blockScale(nb.z * sb + blk), blockScale(nb.w * sb + blk)) * ds;
     acc = blockEnd(acc, pa, off, da);
     acd = blockEnd(acd, pb, off, db);
   }

@@ -11,15 +11,8 @@ import { Profiler } from './profiler.ts';
 import { type BindSlot, Recorder } from './recorder.ts';
 import { StepTimer } from './step_timer.ts';
 import { byteLength, type DType, type Tensor } from './tensor.ts';
-import { f32ToF16 } from '../formats/gguf_quants.ts';
+import { encodeF16 } from '../formats/gguf_quants.ts';
 import { defaultVariant, type Variant } from '../ops/variant.ts';
-
-/** f16 values held in f32 as halves, padded to whole u32 words (Tensor.scales). */
-function halves(x: Float32Array): Uint16Array {
-  const out = new Uint16Array(x.length + (x.length & 1));
-  for (let i = 0; i < x.length; i++) out[i] = f32ToF16(x[i]!);
-  return out;
-}
 
 export class GpuContext {
   readonly pipelines: PipelineCache;
@@ -97,7 +90,7 @@ export class GpuContext {
    */
   tensor(data: ArrayBufferView, shape: readonly number[], dtype: DType, scales?: Float32Array): Tensor {
     const buffer = uploadBuffer(this.device, data, STORAGE);
-    const s = scales ? uploadBuffer(this.device, halves(scales), STORAGE) : undefined;
+    const s = scales ? uploadBuffer(this.device, encodeF16(scales), STORAGE) : undefined;
     return { buffer, offset: 0, shape, dtype, ...(s ? { scales: s } : {}) };
   }
 

@@ -25,7 +25,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadDecoder, type LoadedDecoder } from '../../core/api/load_decoder.ts';
 import type { ModelSource } from '../../core/formats/source.ts';
 import { dirSource, fileSource, openModelPath } from '../../server/fs_source.ts';
-import { openGguf } from '../../core/formats/gguf.ts';
+import { hfToGgufName, openGguf } from '../../core/formats/gguf.ts';
 import { parseDecoderConfig } from '../../core/formats/hf_config.ts';
 import { openSafetensorsModel } from '../../core/formats/safetensors.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
@@ -236,16 +236,6 @@ describe('llama-3.2-1b shape (4 layers) as a Q8_0 GGUF against its PyTorch golde
 // the matrices Weft fuses (q/k/v, gate/up) differ in type within a mix: each part runs from its
 // own blocks into its columns of the fused output (LinearWeight.parts). The files
 // (bench/memory.ts REALSHAPE_GGUF) are also the memory bench's GGUF rows.
-const GGUF_NAMES: Record<(typeof MIX_LAYERS)[number], string> = {
-  'self_attn.q_proj': 'attn_q',
-  'self_attn.k_proj': 'attn_k',
-  'self_attn.v_proj': 'attn_v',
-  'self_attn.o_proj': 'attn_output',
-  'mlp.gate_proj': 'ffn_gate',
-  'mlp.up_proj': 'ffn_up',
-  'mlp.down_proj': 'ffn_down',
-};
-
 describe('real shapes (1 layer) as GGUF of every kernel type against PyTorch on the dequantized weights', () => {
   const backend = TEST_BACKENDS[0]!;
   it.each(REALSHAPE_GGUF.map(([model, type, mix]) => [model, mix ? `${mix.tag} (${Object.values(mix.layers).join(' ')}; embedding ${mix.embed})` : type, type, mix] as const))(`%s %s on ${backend}`, async (model, _label, type, mix) => {
@@ -253,7 +243,7 @@ describe('real shapes (1 layer) as GGUF of every kernel type against PyTorch on 
     const path = await ggufOf(dir, type, mix ?? undefined);
     const g = await openGguf(await fileSource(path));
     for (const l of MIX_LAYERS) {
-      const name = `blk.0.${GGUF_NAMES[l]}.weight`;
+      const name = hfToGgufName(`model.layers.0.${l}.weight`)!;
       expect(g.tensors.get(name)!.type, name).toBe(mix?.layers[l] ?? type);
     }
     expect(g.tensors.get('token_embd.weight')!.type).toBe(mix?.embed ?? type);

@@ -48,7 +48,7 @@ import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, kvTensorDtype, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
-import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
+import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type LinearWeight, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -276,7 +276,7 @@ export class LlamaModel {
    * With the megakernel's weight texture: the generic matmuls read W from it too (prefill on
    * llvmpipe; matmul ignores it where it does not apply). W's vec4 offset in the packed buffer.
    */
-  private wtex(w: { w: Tensor; parts?: readonly unknown[] }): MatmulOptions {
+  private wtex(w: LinearWeight): MatmulOptions {
     const kernels = this.plan.matmul;
     const t = this.mega?.texture;
     if (!t || w.parts || w.w.buffer !== this.mega!.weights.buffer) return { kernels };
@@ -289,7 +289,7 @@ export class LlamaModel {
    * it does not apply (no weight texture, either weight outside it, or a gated matmul with a
    * bias): the caller norms into h.
    */
-  private normTex(norm: Tensor, next: { w: Tensor; bias?: Tensor; parts?: readonly unknown[] }, gated = false): { offset4: number; eps: number } | null {
+  private normTex(norm: Tensor, next: LinearWeight, gated = false): { offset4: number; eps: number } | null {
     const mega = this.mega;
     if (!mega?.texture || next.parts || (gated && next.bias) || !fusionApplies(next.w, this.ctx.variant, true)) return null;
     if (next.w.buffer !== mega.weights.buffer || norm.buffer !== mega.weights.buffer || norm.dtype !== 'f32' || norm.offset % 16 !== 0) return null;
