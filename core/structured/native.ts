@@ -24,8 +24,8 @@ import type { ConstraintState } from './index.ts';
 import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { PlainTable } from './plain_table.ts';
-import { type ClassExits, type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
+import { type FirstCharSplit, PlainTable, splitAtFirst } from './plain_table.ts';
+import { type ClassExits, clearBit, type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
 
 /** Most tokens walkExits steps one by one (tokens that leave a run after its first byte); past it, the trie walk. */
 const MAX_EXIT_TOKENS = 3000;
@@ -45,9 +45,12 @@ class StackSpace {
   private readonly fm: number[] = [];
   private readonly fs: number[] = [];
   private readonly fp: number[] = [];
-  private readonly fmap = new Map<string, number>();
+  /** Frame ids by parent, then by m·2^26 + s (numeric keys: frames are interned on every new row). */
+  private readonly fmap = new Map<number, Map<number, number>>();
   private readonly sets: Int32Array[] = [];
   private readonly smap = new Map<string, number>();
+  /** Sets of one frame (nearly all of them), by that frame. */
+  private readonly single = new Map<number, number>();
   private readonly clo: Array<Closure | undefined> = [];
   private readonly rows: Array<Int32Array | undefined> = [];
 
@@ -90,14 +93,16 @@ class StackSpace {
   }
 
   frame(m: number, s: number, p: number): number {
-    const key = `${m},${s},${p}`;
-    let id = this.fmap.get(key);
+    let byTop = this.fmap.get(p);
+    if (!byTop) this.fmap.set(p, (byTop = new Map()));
+    const key = m * 0x4000000 + s;
+    let id = byTop.get(key);
     if (id === undefined) {
       id = this.fm.length;
       this.fm.push(m);
       this.fs.push(s);
       this.fp.push(p);
-      this.fmap.set(key, id);
+      byTop.set(key, id);
     }
     return id;
   }
@@ -107,16 +112,25 @@ class StackSpace {
   }
 
   set(frames: number[]): number {
+    if (frames.length === 1) {
+      const f = frames[0]!;
+      let id = this.single.get(f);
+      if (id === undefined) this.single.set(f, (id = this.add(Int32Array.of(f))));
+      return id;
+    }
     const sorted = Int32Array.from(new Set(frames)).sort();
+    if (sorted.length === 1) return this.set([sorted[0]!]);
     const key = sorted.join(',');
     let id = this.smap.get(key);
-    if (id === undefined) {
-      id = this.sets.length;
-      this.sets.push(sorted);
-      this.smap.set(key, id);
-      this.clo.push(undefined);
-      this.rows.push(undefined);
-    }
+    if (id === undefined) this.smap.set(key, (id = this.add(sorted)));
+    return id;
+  }
+
+  private add(sorted: Int32Array): number {
+    const id = this.sets.length;
+    this.sets.push(sorted);
+    this.clo.push(undefined);
+    this.rows.push(undefined);
     return id;
   }
 
@@ -184,6 +198,11 @@ class StackSpace {
     }
     const memo = new Map<string, number>();
     for (let b = 0; b < 256; b++) {
+      // Bytes come in runs that every frame takes alike (DFA byte classes): reuse the previous byte's set.
+      if (b > 0 && rows.every((r) => r[b] === r[b - 1])) {
+        row[b] = row[b - 1]!;
+        continue;
+      }
       let key = '';
       for (let k = 0; k < rows.length; k++) key += `${rows[k]![b]},`;
       let t = memo.get(key);
@@ -438,6 +457,41 @@ export class NativeGrammar {
     return true;
   }
 
+  /**
+   * splitAtFirst's case, free text after the first character: plain tokens are
+   * settled from the bitsets and the others walked on their tails from the
+   * chain (as for free text); then the tokens starting with an odd byte, which
+   * both steps took as free text, are cleared and walked whole from the state.
+   */
+  private walkSplit(w: Walk, split: FirstCharSplit): void {
+    const trie = this.trie;
+    const { chain, odd } = split;
+    // A plain token of k characters ends in chain[k]: live for k < chain.length.
+    w.certain.set(trie.plainClass.upTo(chain.length - 1));
+    for (let c = 1; c < chain.length; c++) w.maxAfter = Math.max(w.maxAfter, w.dist(chain[c]!));
+    const g = trie.tail.groupStart;
+    for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
+    const { rootChild, skip, tokAt, tokens, flatBytes, flatStart } = trie;
+    const isOdd = new Uint8Array(256);
+    for (const b of odd) isOdd[b] = 1;
+    for (const b of odd) {
+      const node = rootChild[b]!;
+      if (node >= 0) for (let k = tokAt[node]!, e = tokAt[skip[node]!]!; k < e; k++) clearBit(w.certain, tokens[k]!);
+    }
+    const unc = w.unc;
+    let kept = 0;
+    for (let k = 0; k < unc.length; k += 2) {
+      if (isOdd[flatBytes[flatStart[unc[k]!]!]!]) continue;
+      unc[kept++] = unc[k]!;
+      unc[kept++] = unc[k + 1]!;
+    }
+    unc.length = kept;
+    for (const b of odd) {
+      const node = rootChild[b]!;
+      if (node >= 0) this.walk(w, trie, node, skip[node]!, chain[0]!, null, true);
+    }
+  }
+
   /** Per rule, per NFA state: fewest single-byte tokens to the rule's end (distance.ts). */
   private readonly nfaDist: Int32Array[];
   private readonly dfaDist: Int32Array[] = [];
@@ -521,9 +575,14 @@ export class NativeGrammar {
     const dist = callFree ? (x: number): number => this.ruleDist(m, x) : (x: number): number => sp.dist(x);
     const root = callFree ? s : sp.set([sp.frame(m, s, BOTTOM)]);
     let info = table.info(root);
+    let split: FirstCharSplit | null = null;
     if (info === 0) {
+      // Free text after its first character (an open object's key)?
+      const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
+      const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
+      split = splitAtFirst(table, step, escapes, root, trie.maxPlain);
       // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
-      const k = this.asciiRun(m, callFree, root);
+      const k = split ? null : this.asciiRun(m, callFree, root);
       if (k) {
         table = k.table;
         cls = k.cls;
@@ -547,7 +606,9 @@ export class NativeGrammar {
     const runMax = cls.maxPrefix;
     const runChain = !chain && runMax !== undefined && info !== 0 && (pd >= runMax || info & 1) ? table.chain(root, Math.min(pd, runMax)) : null;
     const exits = runChain && cls.exits ? cls.exits() : null;
-    if (chain) {
+    if (split) {
+      this.walkSplit(w, split);
+    } else if (chain) {
       const g = trie.tail.groupStart;
       for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
     } else if (!(exits && runChain && this.walkExits(w, exits, runChain))) {
@@ -776,17 +837,19 @@ class NativeState implements ConstraintState {
     for (const { e, p } of entries) {
       if (p < 0) continue;
       const u = e.uncertain;
+      const below = sp.set([p]);
       for (let k = 0; k < u.length; k += 2) {
         const t = u[k]!;
-        if (!hasBit(out, t) && this.suffixOk(p, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t), this.lastUnc.push(t);
+        if (!hasBit(out, t) && this.suffixOk(below, this.trie.bytesOf[t]!, u[k + 1]!)) setBit(out, t), this.lastUnc.push(t);
       }
     }
     if (acceptsRoot) for (const t of this.trie.eos) setBit(out, t);
     return (this.lastMask = out);
   }
 
-  private suffixOk(parent: number, bytes: Uint8Array, from: number): boolean {
-    let s = this.space.set([parent]);
+  /** Whether the stack set `below` (what lies under a frame that returns) takes bytes[from..]. */
+  private suffixOk(below: number, bytes: Uint8Array, from: number): boolean {
+    let s = below;
     for (let i = from; i < bytes.length && s >= 0; i++) s = this.space.step(s, bytes[i]!);
     return s >= 0;
   }

@@ -157,3 +157,48 @@ function plainStep(step: (s: number, b: number) => number, s: number, shapes: Sh
   }
   return next;
 }
+
+/** The plain characters that are one byte (printable ASCII but `"` and `\\`) and those that are more. */
+const ASCII_SHAPES = PLAIN_SHAPES.slice(0, 3);
+const MULTI_BYTE_SHAPES = PLAIN_SHAPES.slice(3);
+
+/** At most this many ASCII first characters may go their own way in a split state (their subtrees are walked). */
+const MAX_ODD_BYTES = 48;
+
+/** A state whose first plain character nearly always leads to one free-text state (splitAtFirst). */
+export interface FirstCharSplit {
+  /** chain[0] = the state itself; chain[c] = the state after c plain characters whose first is not odd. */
+  readonly chain: Int32Array;
+  /** The ASCII bytes (each a whole plain character) that lead elsewhere, ascending. */
+  readonly odd: readonly number[];
+}
+
+/**
+ * A state that is not free text but becomes it after one character: a key of
+ * an open object takes any string, yet the declared names' first characters
+ * lead to states of their own. When every multi-byte plain character and all
+ * but a few ASCII ones lead to one state S from which plain text is taken
+ * alike (to the end of any token, or up to a closed depth), and neither `s`
+ * nor a state of S's chain can leave the frame, the mask can be settled like
+ * free text for every token not starting with an odd byte. Null otherwise.
+ */
+export function splitAtFirst(table: PlainTable, step: (s: number, b: number) => number, escapes: (s: number) => boolean, s: number, cap: number): FirstCharSplit | null {
+  if (escapes(s)) return null;
+  const next = plainStep(step, s, MULTI_BYTE_SHAPES);
+  if (next < 0) return null;
+  const odd: number[] = [];
+  for (const shape of ASCII_SHAPES) {
+    const [lo, hi] = shape[0]!;
+    for (let b = lo; b <= hi; b++) if (step(s, b) !== next && odd.push(b) > MAX_ODD_BYTES) return null;
+  }
+  const info = table.info(next);
+  const depth = info >> 1;
+  // Tokens hold at most `cap` characters, so the chain needs cap - 1 states after S; past a closed depth none lives.
+  if (depth < cap - 1 && (info & 1) === 0) return null;
+  const rest = table.chain(next, Math.min(depth, cap - 1));
+  if (!rest) return null;
+  const chain = new Int32Array(rest.length + 1);
+  chain[0] = s;
+  chain.set(rest, 1);
+  return { chain, odd };
+}

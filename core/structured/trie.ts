@@ -431,6 +431,9 @@ function flatten(entries: ReadonlyArray<{ id: number; key: string; group: number
 export const setBit = (m: Uint32Array, t: number): void => {
   m[t >>> 5]! |= 1 << (t & 31);
 };
+export const clearBit = (m: Uint32Array, t: number): void => {
+  m[t >>> 5]! &= ~(1 << (t & 31));
+};
 export const hasBit = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
 
 /** Interns equal masks (many automaton states allow exactly the same tokens) to save memory. */

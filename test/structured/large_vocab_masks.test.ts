@@ -8,7 +8,9 @@
  * samples among tokens that are not plain text (quotes, escapes, partial
  * UTF-8, control bytes), where those shortcuts differ from a plain walk, and
  * formats whose characters are runs of one ASCII set (the same shortcut with
- * that set's tables).
+ * that set's tables), and keys of open objects (any string, settled as free
+ * text after the first character), sampled among tokens that start like a
+ * declared name.
  * Skipped if the package is absent.
  */
 import { readFileSync } from 'node:fs';
@@ -34,7 +36,23 @@ const FILES = [
   'formats-object.json',
   'kw-formats-more.json',
   'pattern-identifier.json',
+  'kw-not-required.json', // open objects: a key is any string, but declared names' first characters lead elsewhere
+  'additional-schema.json',
+  'optional-only.json',
+  'nested-deep.json',
 ];
+
+/** Every declared property name in a schema (their first bytes are where an open key's mask shortcut differs). */
+function propertyNames(x: unknown, out = new Set<string>()): Set<string> {
+  if (Array.isArray(x)) for (const v of x) propertyNames(v, out);
+  else if (x && typeof x === 'object') {
+    for (const [k, v] of Object.entries(x)) {
+      if (k === 'properties' && v && typeof v === 'object') for (const name of Object.keys(v)) out.add(name);
+      propertyNames(v, out);
+    }
+  }
+  return out;
+}
 const has = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
 
 function live(c: CompiledConstraint, prefix: readonly number[], t: number): boolean {
@@ -53,6 +71,8 @@ describe.runIf(vocab)('Llama 3 vocabulary: masks agree with the automaton token 
     const schema = JSON.parse(readFileSync(dir + file, 'utf8')) as unknown;
     const c = compileConstraint({ kind: 'json_schema', schema }, vocab!);
     const rand = rng(7);
+    const initials = new Set([...propertyNames(schema)].map((n) => n.charCodeAt(0)));
+    const keyLike = ids.filter((t) => initials.has(vocab!.tokenBytes(t)[0]!));
     let checked = 0;
     for (let run = 0; run < 2; run++) {
       const st = c.start();
@@ -60,6 +80,7 @@ describe.runIf(vocab)('Llama 3 vocabulary: masks agree with the automaton token 
       for (let step = 0; step < 25; step++) {
         const m = st.mask();
         const sample = [...Array.from({ length: 60 }, () => ids[Math.floor(rand() * ids.length)]!), ...Array.from({ length: 60 }, () => notPlain[Math.floor(rand() * notPlain.length)]!)];
+        for (let k = 0; k < 40 && keyLike.length; k++) sample.push(keyLike[Math.floor(rand() * keyLike.length)]!);
         const allowed: number[] = [];
         for (const t of ids) if (has(m, t)) allowed.push(t);
         // Also every allowed token of a few random ones (false positives would show here).
