@@ -189,6 +189,10 @@ class StackSpace {
       const memo = new Map<number, number>();
       for (let b = 0; b < 256; b++) {
         const x = r[b]!;
+        if (b > 0 && x === r[b - 1]) {
+          row[b] = row[b - 1]!;
+          continue;
+        }
         let t = memo.get(x);
         if (t === undefined) memo.set(x, (t = x >= 0 ? this.set([this.frame(m, x, p)]) : -1));
         row[b] = t;
