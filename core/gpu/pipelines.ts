@@ -7,12 +7,14 @@
  * fails loudly at creation instead of producing garbage at dispatch.
  *
  * Each pipeline gets an explicit bind-group layout read from its WGSL
- * declarations, with the Params uniform (binding 0) as a DYNAMIC-offset
- * binding: a bind group then names only the kernel's buffers, and the step's
- * uniform arena offset is given at setBindGroup time, so one cached bind group
- * serves a kernel wherever in a step (and in whichever step) it is recorded.
- * A shader whose declarations this reader does not know keeps `layout: 'auto'`
- * (its uniform bound at a fixed offset; Kernel.dynamic false).
+ * declarations (a shader whose declarations this reader does not know keeps
+ * `layout: 'auto'`). The Params uniform (binding 0) is bound at a FIXED offset
+ * of the step's uniform arena: a bind group names the kernel's buffers and its
+ * Params slot. Steps of one shape record the same dispatches at the same arena
+ * offsets, so the groups are reused step after step; a dynamic offset would
+ * let one group serve every position, but costs about twice the host time per
+ * setBindGroup (Dawn validates the offset each call; measured in
+ * docs/benchmarks.md), on every dispatch of every step.
  */
 import { ShaderCompileError } from '../errors.ts';
 import { SHADERS } from './shader_sources.gen.ts';
@@ -35,15 +37,13 @@ export interface Kernel {
   readonly label: string;
   /** Layout of bind group 0 (bind groups are created against it). */
   readonly bindGroupLayout: GPUBindGroupLayout;
-  /** True when binding 0 (Params) takes a dynamic offset into the step's uniform arena. */
-  readonly dynamic: boolean;
 }
 
 const COMPUTE = 0x4; // GPUShaderStage.COMPUTE
 
 /**
  * The bind-group-0 entries of a rendered kernel, from its `@group(0) @binding(n) var...`
- * declarations: Params (a uniform at binding 0) with a dynamic offset and its byte size as
+ * declarations: Params (a uniform at binding 0, bound at a fixed offset) with its byte size as
  * the minimum binding size; storage buffers read-only or read-write as declared; storage and
  * sampled 2-D textures. Null when a declaration is not one of those, when binding 0 is not the
  * uniform, or when a group other than 0 appears: such a kernel keeps the 'auto' layout.
@@ -62,7 +62,7 @@ export function bindGroupEntries(code: string, uniformBytes: number): GPUBindGro
     let entry: GPUBindGroupLayoutEntry;
     if (space === 'uniform') {
       if (binding !== 0) return null;
-      entry = { binding, visibility: COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes } };
+      entry = { binding, visibility: COMPUTE, buffer: { type: 'uniform', minBindingSize: uniformBytes } };
     } else if (space === 'storage' || space === 'storage,read') {
       entry = { binding, visibility: COMPUTE, buffer: { type: 'read-only-storage' } };
     } else if (space === 'storage,read_write') {
@@ -211,6 +211,6 @@ export class PipelineCache {
     }
     this.compiled++;
     this.onCompile?.(label, this.compiled);
-    return { id: this.nextId++, pipeline, layout: k.layout, label, bindGroupLayout: bindGroupLayout ?? pipeline.getBindGroupLayout(0), dynamic: bindGroupLayout !== null };
+    return { id: this.nextId++, pipeline, layout: k.layout, label, bindGroupLayout: bindGroupLayout ?? pipeline.getBindGroupLayout(0) };
   }
 }

@@ -24,8 +24,7 @@ function bindingSize(b: BufferBinding): number | undefined {
 }
 
 /**
- * What one dispatch index bound in the latest step: the kernel, its Params offset (0 for a
- * dynamic kernel), and per binding the buffer or texture with its offset and size (-1: to the
+ * What one dispatch index bound in the latest step: the kernel, its Params offset, and per binding the buffer or texture with its offset and size (-1: to the
  * end; textures 0, 0). Only ever a shortcut to a group the keyed cache would give.
  */
 export interface BindSlot {
@@ -105,8 +104,6 @@ export class Recorder {
   private stepTimed = false;
   /** The pipeline set on the open pass (null: none yet); a pass starts with none. */
   private pipeline: GPUComputePipeline | null = null;
-  /** The Params arena offset passed to setBindGroup, reused by every dispatch. */
-  private readonly dynamicOffset = [0];
 
   constructor(readonly ctx: GpuContext) {
     this.encoder = ctx.device.createCommandEncoder();
@@ -149,9 +146,9 @@ export class Recorder {
    * `buffers` in order. `groups` is the workgroup count [x, y, z].
    *
    * The hot path of every step (one call per kernel launch): Params are packed into the step's
-   * uniform staging; the bind group comes from the context's cache, keyed on the kernel and
-   * the exact ranges it binds (for a dynamic kernel NOT on the Params offset, which goes to
-   * setBindGroup as a dynamic offset), so after the first step no bind group is created; the
+   * uniform staging; the bind group comes from the context's cache, keyed on the kernel, its
+   * Params offset and the exact ranges it binds, so after the first step of a shape no bind
+   * group is created (its dispatches sit at the same offsets every step); the
    * pipeline is set only when it differs from the pass's current one. No arrays, objects or
    * closures are allocated here on a cache hit.
    */
@@ -163,16 +160,13 @@ export class Recorder {
     kernel.layout.write(this.view, at, params);
     this.used = at + Math.ceil(size / this.align) * this.align;
 
-    const group = this.bindGroup(kernel, kernel.dynamic ? 0 : at, buffers);
+    const group = this.bindGroup(kernel, at, buffers);
     const pass = this.computePass(this.profiler ? kernel.label : undefined);
     if (this.pipeline !== kernel.pipeline) {
       pass.setPipeline(kernel.pipeline);
       this.pipeline = kernel.pipeline;
     }
-    if (kernel.dynamic) {
-      this.dynamicOffset[0] = at;
-      pass.setBindGroup(0, group, this.dynamicOffset);
-    } else pass.setBindGroup(0, group);
+    pass.setBindGroup(0, group);
     pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
     this.dispatches++;
   }
@@ -181,7 +175,7 @@ export class Recorder {
    * The bind group for this dispatch: the slot of its index in the previous step when that bound
    * the same kernel to the same ranges (compared field by field, nothing allocated), else the
    * context's keyed cache, else a new group; the slot then remembers it. `at`: the Params offset
-   * a static (non-dynamic) kernel's group is made for, 0 for a dynamic one.
+   * the group binds.
    */
   private bindGroup(kernel: Kernel, at: number, buffers: readonly Binding[]): GPUBindGroup {
     const slots = this.ctx.bindSlots;

@@ -63,7 +63,8 @@ export async function attentionPrefill(
   const tiles = prefillTiles(opts.tokenSeqHost);
   const shared = flashAttentionParams(rec, opts, 'attentionPrefill');
   const { kv, softcap } = shared;
-  const params = { ...shared.params, tiles: tiles.length / 2 };
+  const params = shared.params;
+  params.tiles = tiles.length / 2;
   const kernel = await ctx.pipelines.get({ shader: 'attention_prefill', defines: { KV: kv, SOFTCAP: softcap > 0 }, layout });
   rec.dispatch(kernel, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, rec.upload(tiles), out], grid1d((tiles.length / 2) * qHeads));
 }

@@ -57,7 +57,10 @@ const layout = uniformLayout([
  * The shared fields' values for `opts`, the cache read mode (the KV define: f32, packed f16 or
  * native f16) and the soft-cap. Throws when native f16 reads are asked of an adapter without them.
  */
-export function flashAttentionParams(rec: Recorder, opts: SplitAttentionOptions, who: string): { params: Record<(typeof FLASH_ATTENTION_FIELDS)[number][0], number>; kv: 'f32' | 'f16' | 'f16n'; softcap: number } {
+/** The shared fields, then each kernel's own (set by the caller on the one object: no copy per dispatch). */
+export type FlashParams = Record<(typeof FLASH_ATTENTION_FIELDS)[number][0] | 'splitKeys' | 'splits' | 'tiles', number>;
+
+export function flashAttentionParams(rec: Recorder, opts: SplitAttentionOptions, who: string): { params: FlashParams; kv: 'f32' | 'f16' | 'f16n'; softcap: number } {
   const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
   const kvDtype = opts.kvDtype ?? 'f32';
   const native = kvDtype === 'f16' && (opts.nativeF16 ?? rec.ctx.gpu.caps.f16);
@@ -76,6 +79,9 @@ export function flashAttentionParams(rec: Recorder, opts: SplitAttentionOptions,
     window: opts.window ?? 0,
     qScale: softcap > 0 ? scale / softcap : scale,
     softcap,
+    splitKeys: 0,
+    splits: 0,
+    tiles: 0,
   };
   return { params, kv: kvDtype === 'f32' ? 'f32' : native ? 'f16n' : 'f16', softcap };
 }
@@ -124,7 +130,9 @@ export async function attentionSplitK(
   const hd4 = headDim / 4;
   const shared = flashAttentionParams(rec, opts, 'attentionSplitK');
   const { kv, softcap } = shared;
-  const params = { ...shared.params, splitKeys, splits };
+  const params = shared.params;
+  params.splitKeys = splitKeys;
+  params.splits = splits;
   const partBytes = tokens * qHeads * splits * (hd4 + 1) * 16;
   const part = { buffer: rec.temp(partBytes), size: partBytes };
   const partial = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0 }, layout });

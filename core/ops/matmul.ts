@@ -11,7 +11,7 @@
  */
 import type { GpuContext } from '../gpu/context.ts';
 import type { Kernel, PipelineKey } from '../gpu/pipelines.ts';
-import type { Recorder, TextureBinding } from '../gpu/recorder.ts';
+import type { Binding, Recorder, TextureBinding } from '../gpu/recorder.ts';
 import { numel, QK, scaleBytes, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
@@ -387,9 +387,10 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     }
     if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
     const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0), kernels);
-    const scales = quant ? [{ buffer: w.scales!, offset: 0, size: scaleBytes((NW * K) / QK) }] : [];
-    const wnBind = pn ? pn.weight : dummyBias(ctx);
-    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y, ...(pn ? [wnBind] : [])], grid1d(groups));
+    // Built without spreads: this runs for every matmul of every decode step.
+    const binds: Binding[] = quant ? [x, w, { buffer: w.scales!, offset: 0, size: scaleBytes((NW * K) / QK) }, bias ?? dummyBias(ctx), y] : [x, w, bias ?? dummyBias(ctx), y];
+    if (pn) binds.push(pn.weight);
+    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0 }, binds, grid1d(groups));
     return;
   }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
@@ -420,6 +421,6 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     return;
   }
   const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, 0, kernels);
-  const scales = quant ? [{ buffer: w.scales!, offset: 0, size: scaleBytes((N * K) / QK) }] : [];
-  rec.dispatch(kernel, { M, N, K, flags, ldy, y0 }, [x, w, ...scales, bias ?? dummyBias(ctx), y], grid1d(groups));
+  const binds: Binding[] = quant ? [x, w, { buffer: w.scales!, offset: 0, size: scaleBytes((N * K) / QK) }, bias ?? dummyBias(ctx), y] : [x, w, bias ?? dummyBias(ctx), y];
+  rec.dispatch(kernel, { M, N, K, flags, ldy, y0 }, binds, grid1d(groups));
 }

@@ -237,7 +237,7 @@ describe.each(BACKEND_VARIANTS)('matmul native-f16 path on %s, %s variant', (bac
     expect(errors.map((m) => m.message)).toEqual([]);
     const pipeline = await ctx.device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main' } });
     // An 'auto' layout: the recorder binds its Params at a fixed arena offset (no dynamic offset).
-    const kernel: Kernel = { id: 1e6 + M * 1000 + K, pipeline, layout: key.layout, label: 'matmul-f16n-as-f32', bindGroupLayout: pipeline.getBindGroupLayout(0), dynamic: false };
+    const kernel: Kernel = { id: 1e6 + M * 1000 + K, pipeline, layout: key.layout, label: 'matmul-f16n-as-f32', bindGroupLayout: pipeline.getBindGroupLayout(0) };
     const x = randn(M * K, 31);
     const wf = randn(N * K, 32).map((v) => f16ToF32(f32ToF16(v)));
     const kp = K + (K & 1);

@@ -52,11 +52,12 @@ import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type Linear
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
-import { ropeKvWrite } from '../../ops/rope_kv_write.ts';
+import { ropeKvWrite, type RopeKvWriteOptions } from '../../ops/rope_kv_write.ts';
 import type { DecodePathCounts } from '../step.ts';
 import { add } from '../../ops/add.ts';
 import { softcap } from '../../ops/softcap.ts';
-import { attentionScale, globalRope, layerRope, layerWindow, mlpActivation } from './variant.ts';
+import { attentionScale, globalRope, layerRope, mlpActivation } from './variant.ts';
+import { layerOptions, type LayerOptions } from './layer_options.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
@@ -134,6 +135,10 @@ export class LlamaModel {
   readonly megakernelOff: string | null;
   /** The decode plan this model runs (kernel per op, storage, megakernel mode). */
   readonly plan: DecodePlan;
+  /** Per-layer op options that never change between steps (layer_options.ts), built on the first per-op step. */
+  private layerOpts: LayerOptions[] | undefined;
+  /** ropeKvWrite's options per layer for steps of T tokens (the latest T seen). */
+  private ropeOpts: { T: number; list: RopeKvWriteOptions[] } | undefined;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
   readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
 
@@ -401,6 +406,33 @@ export class LlamaModel {
     const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols, kvDtype: this.kvDtype };
     const slots = this.view('slots', T);
     const latest = latestPosition(s);
+    const tokenSeq = this.view('tokenSeq', T);
+    const blockTables = this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq);
+    const perLayer = (this.layerOpts ??= layerOptions(c, w.layers, this.maxContext, (lw) => this.wtex(lw)));
+    // The step's attention options: one object per window size, not per layer.
+    const attBase = {
+      ...heads,
+      blockSize: this.geo.blockSize,
+      maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
+      maxPosition: latest,
+      scale: attentionScale(c),
+      ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}),
+    };
+    type AttOpts = typeof attBase & { window?: number };
+    const attByWindow = new Map<number | null, { plain: AttOpts; flash?: AttOpts & { kvDtype: 'f32' | 'f16' } }>();
+    const attOptsOf = (window: number | null): { plain: AttOpts; flash?: AttOpts & { kvDtype: 'f32' | 'f16' } } => {
+      let o = attByWindow.get(window);
+      if (!o) attByWindow.set(window, (o = { plain: window ? { ...attBase, window } : attBase }));
+      return o;
+    };
+    // The flash kernels' options: the window's, with the cache type they read (throws for q8 caches).
+    const flashOf = (window: number | null): AttOpts & { kvDtype: 'f32' | 'f16' } => {
+      const o = attOptsOf(window);
+      return (o.flash ??= { ...o.plain, kvDtype: this.flashKvDtype() });
+    };
+    // ropeKvWrite's options per layer for this token count (decode steps repeat theirs).
+    if (this.ropeOpts?.T !== T) this.ropeOpts = { T, list: perLayer.map((O) => ({ ...heads, ...O.rope })) };
+    const ropeOpts = this.ropeOpts.list;
 
     await this.embed(rec, this.view('tokens', T), x);
     if (s.embedAt?.length) {
@@ -412,62 +444,44 @@ export class LlamaModel {
     const gpuFuse = gpuFusionApplies(T, c.hiddenSize, this.ctx.variant, this.plan.matmul);
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
+      const O = perLayer[l]!;
       // With texture weights (llvmpipe) the input norms fuse into the matmuls that read them, rope
       // and the KV store into the qkv matmul, and the SiLU gate into the gate/up matmul:
       // bit-identical, without h, k, v and gu in storage buffers.
       const inNorm = this.normTex(L.inNorm, L.qkv);
       const rope = inNorm && !(L.qNorm && L.kNorm) ? this.ropeTex(rec, l, positions, slots) : null;
-      if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), norm: inNorm, ...(rope ? { rope } : {}) });
-      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, { ...this.wtex(L.qkv), prenorm: { weight: L.inNorm, eps: c.rmsEps } });
+      if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...O.qkv, norm: inNorm, ...(rope ? { rope } : {}) });
+      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, O.qkvPrenorm);
       else {
         await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
-        await matmul(rec, h, L.qkv, qkv, this.wtex(L.qkv));
+        await matmul(rec, h, L.qkv, qkv, O.qkv);
       }
-      if (!rope) {
-        const { theta, scaling } = layerRope(c, l, this.maxContext);
-        await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, {
-          ...heads,
-          theta,
-          style: 'half',
-          ...(scaling ? { scaling } : {}),
-          ...(L.qNorm && L.kNorm ? { qkNorm: { q: L.qNorm, k: L.kNorm, eps: c.rmsEps } } : {}),
-        });
-      }
-      const window = layerWindow(c, l);
-      const attOpts = {
-        ...heads,
-        blockSize: this.geo.blockSize,
-        maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
-        maxPosition: latest,
-        scale: attentionScale(c),
-        ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}),
-        ...(window ? { window } : {}),
-      };
+      if (!rope) await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, ropeOpts[l]!);
       const ck = this.cacheK[l]!;
       const cv = this.cacheV[l]!;
       // Decode-only steps (one token per sequence) split the context across workgroups
       // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
       const buffers = !isKvTexture(ck) && !isKvTexture(cv);
       if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && buffers) {
-        await attentionSplitK(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: this.flashKvDtype() });
+        await attentionSplitK(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, flashOf(O.window));
       } else if (this.plan.attention.prefill === 'tiled' && T > s.numSeqs && buffers) {
         // Prompt chunks: queries in tiles of one sequence share each staged K/V tile.
-        await attentionPrefill(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, { ...attOpts, kvDtype: this.flashKvDtype(), tokenSeqHost: s.tokenSeq });
+        await attentionPrefill(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, { ...flashOf(O.window), tokenSeqHost: s.tokenSeq });
       } else {
-        await attention(rec, qkv, ck, cv, positions, this.view('tokenSeq', T), this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq), att, attOpts);
+        await attention(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, attOptsOf(O.window).plain);
       }
       if (L.attnOutNorm) await this.sandwich(rec, att, L.o, L.attnOutNorm, x, h);
-      else await matmul(rec, att, L.o, x, { accumulate: true, ...this.wtex(L.o) });
+      else await matmul(rec, att, L.o, x, O.o);
       const postNorm = this.normTex(L.postNorm, L.gu, true);
-      if (postNorm) await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), norm: postNorm, gated: true });
-      else if (gpuFuse && !L.gu.bias && !L.gu.parts && mlpActivation(c) === 'silu') await matmul(rec, x, L.gu, a, { ...this.wtex(L.gu), prenorm: { weight: L.postNorm, eps: c.rmsEps }, gated: true });
+      if (postNorm) await matmul(rec, x, L.gu, a, { ...O.gu, norm: postNorm, gated: true });
+      else if (gpuFuse && !L.gu.bias && !L.gu.parts && mlpActivation(c) === 'silu') await matmul(rec, x, L.gu, a, O.guPrenorm);
       else {
         await rmsNorm(rec, x, L.postNorm, h, { eps: c.rmsEps });
-        await matmul(rec, h, L.gu, gu, this.wtex(L.gu));
+        await matmul(rec, h, L.gu, gu, O.gu);
         await gatedAct(rec, gu, a, { act: mlpActivation(c), inter: c.intermediateSize });
       }
       if (L.mlpOutNorm) await this.sandwich(rec, a, L.down, L.mlpOutNorm, x, h);
-      else await matmul(rec, a, L.down, x, { accumulate: true, ...this.wtex(L.down) });
+      else await matmul(rec, a, L.down, x, O.down);
     }
     if (R === 0) return null;
     const last = this.act('last', [R, D]);
