@@ -9,6 +9,8 @@
 //   m = NEG, l = 0, acc = 0.
 // PHASE = combine: one workgroup per (token, query head): M = max_s m_s, thread d writes
 //   out[d] = sum_s exp(m_s - M) acc_s[d] / sum_s exp(m_s - M) l_s.
+// DIRECT (partial phase, one split): writes out[d] = acc[d] / l itself, what combine computes
+//   from a single split (exp(0) = 1: bit-identical), without the partials or a second dispatch.
 // KV = f32: cache rows [numSlots, kvHeads, headDim/4] vec4<f32>; f16: the same rows as halves
 //   packed two per u32 (vec2<u32> per 4 elements, unpack2x16float; any adapter); f16n: native
 //   vec4<f16> (adapter has shader-f16). Identical values for f16 and f16n.
@@ -32,7 +34,11 @@ enable f16;
 @group(0) @binding(4) var<storage, read> positions: array<u32>;        // [tokens] absolute positions
 @group(0) @binding(5) var<storage, read> tokenSeq: array<u32>;         // [tokens] sequence index
 @group(0) @binding(6) var<storage, read> blockTables: array<u32>;      // [seqs, maxBlocks] block ids
+#if DIRECT
+@group(0) @binding(7) var<storage, read_write> out: array<vec4<f32>>;  // [tokens, qHeads * headDim/4]
+#else
 @group(0) @binding(7) var<storage, read_write> part: array<vec4<f32>>; // [tokens, qHeads, splits, headDim/4 + 1]: acc, then (m, l, 0, 0)
+#endif
 #else
 @group(0) @binding(1) var<storage, read> part: array<vec4<f32>>;       // as written by the partial phase
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;  // [tokens, qHeads * headDim/4]
@@ -101,9 +107,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     acc = acc * corr + a;
     workgroupBarrier();                            // ws is rewritten by the next tile
   }
+#if DIRECT
+  if (lid < p.hd4) { out[id * p.hd4 + lid] = acc / l; }  // id = t * qHeads + h with one split
+#else
   let base = id * (p.hd4 + 1u);
   if (lid < p.hd4) { part[base + lid] = acc; }
   if (lid == 0u) { part[base + p.hd4] = vec4<f32>(m, l, 0.0, 0.0); }
+#endif
 }
 #else
 @compute @workgroup_size(WG)

@@ -4,7 +4,8 @@
  * context into ranges of `splitKeys` positions and runs one 64-thread workgroup per (token,
  * query head, split) — online softmax over 64-key tiles — writing the split's unnormalised
  * accumulator and (max, sum); `combine` rescales the splits by exp(m_s - max) and
- * normalises. A decode step of a few sequences becomes tokens x heads x splits workgroups
+ * normalises. A context that fits one split (up to `splitKeys` positions) takes one dispatch:
+ * the partial phase normalises and writes the output itself (DIRECT). A decode step of a few sequences becomes tokens x heads x splits workgroups
  * instead of tokens x heads, so long contexts fill a GPU. Shapes as attention.ts:
  * qkv [tokens, rowStride] (q heads at column 0), caches [numSlots, kvHeads, headDim]
  * f32, or f16 (halves, two per u32 word: the same bytes a native f16 array has), out
@@ -133,6 +134,12 @@ export async function attentionSplitK(
   const params = shared.params;
   params.splitKeys = splitKeys;
   params.splits = splits;
+  if (splits === 1) {
+    // One split (contexts up to splitKeys): the partial phase normalises and writes `out` itself.
+    const direct = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0, DIRECT: true }, layout });
+    rec.dispatch(direct, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], grid1d(tokens * qHeads));
+    return;
+  }
   const partBytes = tokens * qHeads * splits * (hd4 + 1) * 16;
   const part = { buffer: rec.temp(partBytes), size: partBytes };
   const partial = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0 }, layout });

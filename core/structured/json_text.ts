@@ -114,8 +114,10 @@ const SEG = String.raw`[a-zA-Z0-9._~!$&()*+,;=:@-]`;
 const TAIL = String.raw`(?:\?[a-zA-Z0-9._~!$&()*+,;=:@/?-]*)?(?:#[a-zA-Z0-9._~!$&()*+,;=:@/?-]*)?`;
 /** scheme ":" then "//" authority path, an absolute path or a rootless path; any scheme (file:///x, urn:a:b, mailto:a@b). */
 const URI = String.raw`[a-zA-Z][a-zA-Z0-9+.-]{0,15}:(?://[a-zA-Z0-9._~-]*(?::\d{1,5})?(?:/${SEG}*)*|/(?:${SEG}+(?:/${SEG}*)*)?|${SEG}+(?:/${SEG}*)*)${TAIL}`;
-/** A URI, or a relative reference whose first segment has no ':' (./a, ../b?q, #frag, empty). */
-const URI_REF = String.raw`${URI}|(?:/?[a-zA-Z0-9._~-]+(?:/${SEG}*)*)?${TAIL}`;
+/** A relative reference whose first segment has no ':' (./a, ../b?q, /x, #frag, empty). */
+const RELATIVE_REF = String.raw`(?:/?[a-zA-Z0-9._~-]+(?:/${SEG}*)*)?${TAIL}`;
+/** A URI, or a relative reference. */
+const URI_REF = `${URI}|${RELATIVE_REF}`;
 const H16 = '[0-9a-fA-F]{1,4}';
 /** IPv6: eight groups, or "::" standing for at least one zero group (left + right ≤ 7 groups). */
 const IPV6 = [`(?:${H16}:){7}${H16}`]
@@ -150,6 +152,15 @@ export const FORMATS: Readonly<Record<string, string>> = {
   'relative-json-pointer': String.raw`(?:0|[1-9]\d{0,3})(?:#|(?:/(?:[a-zA-Z0-9_.-]|~[01])*)*)`,
   /** Literal text, optionally anchored: always a valid ECMA-262 pattern. */
   regex: String.raw`\^?[a-zA-Z0-9_ -]*\$?`,
+  // Formats ajv-formats does not know (validators ignore them), each a subset of what its
+  // definition accepts: XML Schema's `language` (BCP 47 tag syntax); a `color` as a CSS hex
+  // color; protobuf's Duration JSON (`google-duration`: seconds, up to 9 decimals, then `s`;
+  // 11 integer digits stay inside its ±315,576,000,000 s range); `relative-uri`, a relative
+  // reference.
+  language: String.raw`[a-zA-Z]{1,8}(?:-[a-zA-Z0-9]{1,8})*`,
+  color: String.raw`#(?:[0-9a-fA-F]{3}){1,2}`,
+  'google-duration': String.raw`-?\d{1,11}(?:\.\d{1,9})?s`,
+  'relative-uri': RELATIVE_REF,
   duration: String.raw`P(?:\d{1,4}W|\d{1,4}Y(?:\d{1,4}M)?(?:\d{1,4}D)?|\d{1,4}M(?:\d{1,4}D)?|\d{1,4}D)(?:T(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S))?|PT(?:\d{1,4}H(?:\d{1,4}M)?(?:\d{1,4}S)?|\d{1,4}M(?:\d{1,4}S)?|\d{1,4}S)`,
 };
 

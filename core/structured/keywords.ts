@@ -73,12 +73,17 @@ const UNSUPPORTED: ReadonlyMap<string, string> = new Map([
 const INT_FORMATS: Readonly<Record<string, readonly [number | null, number | null]>> = {
   int8: [-128, 127], int16: [-32768, 32767], int32: [-(2 ** 31), 2 ** 31 - 1], int64: [null, null],
   uint8: [0, 255], uint16: [0, 65535], uint32: [0, 2 ** 32 - 1], uint64: [0, null], uint: [0, null], int: [null, null],
+  // draft-03: milliseconds since the epoch, a number (non-negative integers: a narrowing).
+  'utc-millisec': [0, null],
 };
 
 /** Whether `f` names an integer format (a numeric range, not a string format). */
 export const isIntFormat = (f: unknown): boolean => typeof f === 'string' && Object.hasOwn(INT_FORMATS, f);
-/** Formats that validate nothing (ajv-formats: any string or any number). */
-const NOOP_FORMATS = new Set(['password', 'binary', 'float', 'double']);
+/**
+ * Formats that validate nothing (ajv-formats: any string or any number; Kubernetes'
+ * `int-or-string`: an integer or any string, which `type` already says).
+ */
+const NOOP_FORMATS = new Set(['password', 'binary', 'float', 'double', 'int-or-string']);
 
 export const isSchema = (s: unknown): boolean => typeof s === 'boolean' || (s !== null && typeof s === 'object' && !Array.isArray(s));
 const one = (schema: unknown, path: string): Sub => ({ parts: [{ schema, path }] });

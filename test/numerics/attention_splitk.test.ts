@@ -22,6 +22,7 @@ const CASES: SplitCase[] = [
   { name: 'hd 128, G 8, softcap', hd: 128, nH: 8, nKv: 1, bs: 16, seqs: [{ past: 150, n: 1 }, { past: 70, n: 1 }], splitKeys: 64, softcap: 30, qkStd: 3 },
   { name: 'hd 32, G 1, window 100 over 3 splits', hd: 32, nH: 2, nKv: 2, bs: 4, seqs: [{ past: 260, n: 2 }, { past: 40, n: 1 }], splitKeys: 64, window: 100 },
   { name: 'hd 256, G 2, custom scale', hd: 256, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 90, n: 1 }], splitKeys: 64, scale: 0.05 },
+  { name: 'one split for every sequence (one dispatch), hd 64, G 4', hd: 64, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 40, n: 1 }, { past: 7, n: 1 }, { past: 0, n: 1 }], splitKeys: 64 },
   { name: 'long decode, default split size', hd: 64, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 1500, n: 1 }, { past: 20, n: 1 }] },
 ];
 
@@ -78,11 +79,12 @@ describe.each(TEST_BACKENDS)('attentionSplitK on %s', (backend) => {
       const out = ctx.scratch([s.T, c.nH * c.hd]);
       const rec = ctx.recorder();
       await attentionSplitK(rec, tq, tk, tv, tp, ts, tb, out, { ...o, kvDtype, nativeF16: native, ...(c.splitKeys ? { splitKeys: c.splitKeys } : {}) });
+      const splits = Math.ceil((c.window ? Math.min(maxPosition + 1, c.window) : maxPosition + 1) / splitKeys);
+      expect(rec.dispatches).toBe(splits === 1 ? 1 : 2); // one split: the partial phase writes out itself
       const back = rec.readback(out);
       rec.submit();
       const got = new Float32Array(await back);
       const direct = attentionRef(s.qkv, kVals, vVals, s.positions, s.tokenSeq, s.blockTables, o);
-      const splits = Math.ceil((c.window ? Math.min(maxPosition + 1, c.window) : maxPosition + 1) / splitKeys);
       const phased = attentionSplitKRef(s.qkv, kVals, vVals, s.positions, s.tokenSeq, s.blockTables, { ...o, splitKeys }, splits);
       assertClose(phased, direct, TOL_F32, 'split reference vs direct');
       assertClose(got, direct, TOL_F32, 'out');
