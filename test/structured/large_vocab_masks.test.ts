@@ -17,9 +17,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { llama3Vocab } from '../../bench/byte_level_vocab.ts';
-import { compileConstraint, type CompiledConstraint } from '../../core/structured/index.ts';
+import { compileConstraint } from '../../core/structured/index.ts';
 import { TokenTrie } from '../../core/structured/trie.ts';
-import { rng } from './support.ts';
+import { hasToken as has, liveAfter as live, rng } from './support.ts';
 
 const dir = fileURLToPath(new URL('./schemas/', import.meta.url));
 const vocab = llama3Vocab();
@@ -52,14 +52,6 @@ function propertyNames(x: unknown, out = new Set<string>()): Set<string> {
     }
   }
   return out;
-}
-const has = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
-
-function live(c: CompiledConstraint, prefix: readonly number[], t: number): boolean {
-  const st = c.start();
-  for (const x of prefix) st.advance(x);
-  st.advance(t);
-  return st.accepted() || st.mask().some((w) => w !== 0);
 }
 
 describe.runIf(vocab)('Llama 3 vocabulary: masks agree with the automaton token by token', () => {

@@ -8,8 +8,8 @@
  * trajectories, must equal what replaying the token says.
  */
 import { describe, expect, it } from 'vitest';
-import { compileConstraint, type CompiledConstraint, type VocabLike } from '../../core/structured/index.ts';
-import { allowed, fakeVocab, rng } from './support.ts';
+import { compileConstraint, type VocabLike } from '../../core/structured/index.ts';
+import { allowed, fakeVocab, hasToken as has, liveAfter as live, rng } from './support.ts';
 
 const enc = new TextEncoder();
 const base = fakeVocab();
@@ -23,14 +23,6 @@ const vocab: VocabLike & { size: number } = {
   isSpecial: (id) => id < base.vocabSize && base.isSpecial(id),
 };
 const text = (t: number): string => new TextDecoder().decode(vocab.tokenBytes(t));
-const has = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
-
-function live(c: CompiledConstraint, prefix: readonly number[], t: number): boolean {
-  const st = c.start();
-  for (const x of prefix) st.advance(x);
-  st.advance(t);
-  return st.accepted() || st.mask().some((w) => w !== 0);
-}
 
 const SCHEMAS: Record<string, unknown> = {
   'declared string, extra integers': { type: 'object', properties: { name: { type: 'string' } }, additionalProperties: { type: 'integer' } },

@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { ConstraintState, VocabLike } from '../../core/structured/index.ts';
+import type { CompiledConstraint, ConstraintState, VocabLike } from '../../core/structured/index.ts';
 
 const enc = new TextEncoder();
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -75,6 +75,20 @@ export function rng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** Whether token t's bit is set in a mask. */
+export const hasToken = (m: Uint32Array, t: number): boolean => (m[t >>> 5]! & (1 << (t & 31))) !== 0;
+
+/**
+ * What replaying a trajectory plus token t says about t: live when the state after it accepts
+ * or still allows some token (the reference a mask bit is checked against).
+ */
+export function liveAfter(c: CompiledConstraint, prefix: readonly number[], t: number): boolean {
+  const st = c.start();
+  for (const x of prefix) st.advance(x);
+  st.advance(t);
+  return st.accepted() || st.mask().some((w) => w !== 0);
 }
 
 export function allowed(mask: Uint32Array, V: number): number[] {
