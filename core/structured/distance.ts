@@ -22,17 +22,44 @@ export function shortestCompletions(nfas: readonly Nfa[], singleByte: Uint8Array
   for (let b = 0; b < 256; b++) usable[b + 1] = usable[b]! + (singleByte[b] ? 1 : 0);
   const reverse = nfas.map(reverseEdges);
   const complete = new Int32Array(nfas.length).fill(FAR);
-  let dist: Int32Array[] = [];
-  for (let round = 0; round <= nfas.length; round++) {
-    dist = nfas.map((n, r) => dijkstra(n, reverse[r]!, complete, usable));
-    let changed = false;
-    nfas.forEach((n, r) => {
-      const c = dist[r]![n.start]!;
-      if (c < complete[r]!) (complete[r] = c), (changed = true);
-    });
-    if (!changed) break;
+  const dist: Int32Array[] = new Array<Int32Array>(nfas.length);
+  // A worklist, callees first: a rule is searched again only when a rule it calls got a
+  // shorter complete value, so an acyclic call graph searches each rule once (the root, often
+  // most of the grammar's states, was searched once per round before).
+  const callers: number[][] = nfas.map(() => []);
+  nfas.forEach((n, r) => {
+    for (const c of n.calls) for (let k = 0; k < c.length; k += 2) if (!callers[c[k]!]!.includes(r)) callers[c[k]!]!.push(r);
+  });
+  const queue = calleesFirst(nfas);
+  const queued = new Uint8Array(nfas.length).fill(1);
+  // The same bound as rounds over every rule: values only decrease, along chains of at most
+  // nfas.length rules.
+  let budget = (nfas.length + 1) * nfas.length;
+  while (queue.length && budget-- > 0) {
+    const r = queue.shift()!;
+    queued[r] = 0;
+    const n = nfas[r]!;
+    dist[r] = dijkstra(n, reverse[r]!, complete, usable);
+    const c = dist[r]![n.start]!;
+    if (c >= complete[r]!) continue;
+    complete[r] = c;
+    for (const q of callers[r]!) if (!queued[q]) (queued[q] = 1), queue.push(q);
   }
   return dist;
+}
+
+/** Rule indices in post-order of the call graph from every rule: callees before their callers. */
+function calleesFirst(nfas: readonly Nfa[]): number[] {
+  const seen = new Uint8Array(nfas.length);
+  const order: number[] = [];
+  const visit = (r: number): void => {
+    if (seen[r]) return;
+    seen[r] = 1;
+    for (const c of nfas[r]!.calls) for (let k = 0; k < c.length; k += 2) visit(c[k]!);
+    order.push(r);
+  };
+  for (let r = 0; r < nfas.length; r++) visit(r);
+  return order;
 }
 
 /** Per state: flat [from, kind, a, b] predecessors; kind 0 = ε, 1 = bytes a..b, 2 = call of rule a. */
