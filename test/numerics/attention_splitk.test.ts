@@ -23,6 +23,7 @@ const CASES: SplitCase[] = [
   { name: 'hd 32, G 1, window 100 over 3 splits', hd: 32, nH: 2, nKv: 2, bs: 4, seqs: [{ past: 260, n: 2 }, { past: 40, n: 1 }], splitKeys: 64, window: 100 },
   { name: 'hd 256, G 2, custom scale', hd: 256, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 90, n: 1 }], splitKeys: 64, scale: 0.05 },
   { name: 'one split for every sequence (one dispatch), hd 64, G 4', hd: 64, nH: 8, nKv: 2, bs: 16, seqs: [{ past: 40, n: 1 }, { past: 7, n: 1 }, { past: 0, n: 1 }], splitKeys: 64 },
+  { name: 'a window within one split (one dispatch), hd 32, G 2', hd: 32, nH: 4, nKv: 2, bs: 8, seqs: [{ past: 120, n: 1 }, { past: 30, n: 1 }], splitKeys: 64, window: 50 },
   { name: 'long decode, default split size', hd: 64, nH: 4, nKv: 2, bs: 16, seqs: [{ past: 1500, n: 1 }, { past: 20, n: 1 }] },
 ];
 
