@@ -38,6 +38,7 @@ interface Child {
   port: number;
   reading: string[];
   ready: string[];
+  /** Resolves once the process ended and its stdout and stderr were read to the end ('close', not 'exit': lines printed before a kill may still be in the pipe at 'exit'). */
   exited: Promise<void>;
   err: () => string;
 }
@@ -45,7 +46,7 @@ interface Child {
 function startChild(role: 'front' | 'worker', natsUrl: string, databaseUrl: string): Promise<Child> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, role, natsUrl, databaseUrl], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const c: Child = { proc, port: 0, reading: [], ready: [], exited: new Promise<void>((r) => proc.once('exit', () => r())), err: () => err };
+    const c: Child = { proc, port: 0, reading: [], ready: [], exited: new Promise<void>((r) => proc.once('close', () => r())), err: () => err };
     let buf = '';
     let err = '';
     proc.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-6000)));
