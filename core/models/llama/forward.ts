@@ -57,7 +57,7 @@ import type { DecodePathCounts } from '../step.ts';
 import { add } from '../../ops/add.ts';
 import { softcap } from '../../ops/softcap.ts';
 import { attentionScale, globalRope, layerRope, mlpActivation } from './variant.ts';
-import { layerOptions, type LayerOptions } from './layer_options.ts';
+import { layerOptions, type LayerOptions, stepAttentionOptions } from './layer_options.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
 import type { LlamaWeights } from './weights.ts';
@@ -409,27 +409,14 @@ export class LlamaModel {
     const tokenSeq = this.view('tokenSeq', T);
     const blockTables = this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq);
     const perLayer = (this.layerOpts ??= layerOptions(c, w.layers, this.maxContext, (lw) => this.wtex(lw)));
-    // The step's attention options: one object per window size, not per layer.
-    const attBase = {
+    const att0 = stepAttentionOptions({
       ...heads,
       blockSize: this.geo.blockSize,
       maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
       maxPosition: latest,
       scale: attentionScale(c),
       ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}),
-    };
-    type AttOpts = typeof attBase & { window?: number };
-    const attByWindow = new Map<number | null, { plain: AttOpts; flash?: AttOpts & { kvDtype: 'f32' | 'f16' } }>();
-    const attOptsOf = (window: number | null): { plain: AttOpts; flash?: AttOpts & { kvDtype: 'f32' | 'f16' } } => {
-      let o = attByWindow.get(window);
-      if (!o) attByWindow.set(window, (o = { plain: window ? { ...attBase, window } : attBase }));
-      return o;
-    };
-    // The flash kernels' options: the window's, with the cache type they read (throws for q8 caches).
-    const flashOf = (window: number | null): AttOpts & { kvDtype: 'f32' | 'f16' } => {
-      const o = attOptsOf(window);
-      return (o.flash ??= { ...o.plain, kvDtype: this.flashKvDtype() });
-    };
+    }, () => this.flashKvDtype());
     // ropeKvWrite's options per layer for this token count (decode steps repeat theirs).
     if (this.ropeOpts?.T !== T) this.ropeOpts = { T, list: perLayer.map((O) => ({ ...heads, ...O.rope })) };
     const ropeOpts = this.ropeOpts.list;
@@ -463,12 +450,12 @@ export class LlamaModel {
       // (flash-decoding) where the plan says so; prompt chunks fill the GPU with tokens x heads.
       const buffers = !isKvTexture(ck) && !isKvTexture(cv);
       if (this.plan.attention.decode === 'splitk' && T === s.numSeqs && buffers) {
-        await attentionSplitK(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, flashOf(O.window));
+        await attentionSplitK(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, att0.flash(O.window));
       } else if (this.plan.attention.prefill === 'tiled' && T > s.numSeqs && buffers) {
         // Prompt chunks: queries in tiles of one sequence share each staged K/V tile.
-        await attentionPrefill(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, { ...flashOf(O.window), tokenSeqHost: s.tokenSeq });
+        await attentionPrefill(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, { ...att0.flash(O.window), tokenSeqHost: s.tokenSeq });
       } else {
-        await attention(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, attOptsOf(O.window).plain);
+        await attention(rec, qkv, ck, cv, positions, tokenSeq, blockTables, att, att0.plain(O.window));
       }
       if (L.attnOutNorm) await this.sandwich(rec, att, L.o, L.attnOutNorm, x, h);
       else await matmul(rec, att, L.o, x, O.o);

@@ -60,3 +60,24 @@ export function layerOptions(cfg: DecoderConfig, layers: readonly LlamaLayerWeig
     };
   });
 }
+
+/**
+ * A step's attention options: `base` (the step's heads, blocks, latest position) with each
+ * layer window, built once per window size and step, not per layer; `flash` adds the cache
+ * type the flash kernels read (`flashKv` throws for caches they do not take).
+ */
+export function stepAttentionOptions<B extends object>(base: B, flashKv: () => 'f32' | 'f16'): { plain(window: number | null): B & { window?: number }; flash(window: number | null): B & { window?: number; kvDtype: 'f32' | 'f16' } } {
+  const byWindow = new Map<number | null, { plain: B & { window?: number }; flash?: B & { window?: number; kvDtype: 'f32' | 'f16' } }>();
+  const of = (window: number | null): { plain: B & { window?: number }; flash?: B & { window?: number; kvDtype: 'f32' | 'f16' } } => {
+    let o = byWindow.get(window);
+    if (!o) byWindow.set(window, (o = { plain: window ? { ...base, window } : base }));
+    return o;
+  };
+  return {
+    plain: (window) => of(window).plain,
+    flash: (window) => {
+      const o = of(window);
+      return (o.flash ??= { ...o.plain, kvDtype: flashKv() });
+    },
+  };
+}
