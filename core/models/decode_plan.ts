@@ -59,6 +59,17 @@ export interface DecodePlan {
     /** Why prefill attention is `paged` (null when tiled). */
     readonly prefillPagedBecause: string | null;
   };
+  /**
+   * Rope and the KV store after the qkv projection of decode-sized steps: `fused` into the sgemv
+   * kernel's epilogue (one dispatch fewer per layer; matmul.ts MatmulOptions.rope) or `separate`
+   * (rope_kv_write.ts). Model conditions — no q/k norm, whole-head rotary, qkv in one dtype —
+   * are LlamaModel's, from the loaded weights.
+   */
+  readonly ropeKv: {
+    readonly decode: 'fused' | 'separate';
+    /** Why `separate` (null when fused). */
+    readonly separateBecause: string | null;
+  };
   readonly kv: {
     readonly dtype: KvDtype;
     /** Where the cache lives when the megakernel runs the model: `texture` on llvmpipe, else `buffer` (per layer or packed). */
@@ -81,6 +92,15 @@ export function splitKProblem(variant: Variant, cfg: Pick<DecoderConfig, 'headDi
   if (variant !== 'gpu') return 'kernel variant cpu (the CPU emulators keep their register-blocked kernels)';
   if (kvDtype === 'q8') return `KV dtype ${kvDtype}`;
   if (cfg.headDim % 4 !== 0 || cfg.headDim > 256) return `head dim ${cfg.headDim} (needs a multiple of 4, at most 256)`;
+  return null;
+}
+
+/** Why the qkv projection cannot take rope and the KV store as its epilogue on this plan (null: it can). */
+export function ropeKvFusionProblem(variant: Variant, matmul: MatmulKernels, cfg: Pick<DecoderConfig, 'headDim'>, kvDtype: KvDtype): string | null {
+  if (variant !== 'gpu') return 'kernel variant cpu (the emulators fuse rope into their texture-weight kernel instead)';
+  if (matmul.decode !== 'sgemv') return `decode matmul ${matmul.decode} (the epilogue is the sgemv kernel's; needs subgroups)`;
+  if (kvDtype === 'q8') return 'KV dtype q8 (a row\'s scale needs the whole head)';
+  if (cfg.headDim % 8 !== 0) return `head dim ${cfg.headDim} (needs a multiple of 8)`;
   return null;
 }
 
@@ -109,10 +129,12 @@ export function resolveDecodePlan(adapter: PlanAdapter, cfg: Pick<DecoderConfig,
   const pagedBecause = choice === 'paged' ? 'attention: paged (configured)' : problem;
   const prefillPagedBecause = choice === 'paged' ? 'attention: paged (configured)' : tiled;
   const tuning = megakernelTuning(adapter.info, settings.megakernelWeights ?? 'auto');
+  const ropeKv = ropeKvFusionProblem(variant, matmul, cfg, kvDtype);
   return Object.freeze({
     variant,
     matmul: Object.freeze(matmul),
     attention: Object.freeze({ decode: pagedBecause ? 'paged' : 'splitk', prefill: prefillPagedBecause ? 'paged' : 'tiled', pagedBecause, prefillPagedBecause }),
+    ropeKv: Object.freeze({ decode: ropeKv ? 'separate' : 'fused', separateBecause: ropeKv }),
     kv: Object.freeze({ dtype: kvDtype, storage: tuning.kv }),
     megakernel: Object.freeze({ mode: settings.decodeMegakernel ?? 'auto', tuning: Object.freeze(tuning) }),
   } as const);

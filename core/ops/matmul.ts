@@ -15,7 +15,7 @@ import type { Binding, Recorder, TextureBinding } from '../gpu/recorder.ts';
 import { numel, QK, scaleBytes, type Tensor } from '../gpu/tensor.ts';
 import { uniformLayout } from '../gpu/uniforms.ts';
 import { WEIGHT_TEXTURE_WIDTH } from './decode_megakernel.ts';
-import type { KvTexture } from './kv_write.ts';
+import { isKvTexture, type KvStore } from './kv_write.ts';
 import { ceilDiv, grid1d } from './grid.ts';
 import type { Variant } from './variant.ts';
 import { isKQuant, QK_K, type KQuantDType } from './quant_k.ts';
@@ -86,11 +86,13 @@ export interface MatmulOptions {
    */
   prenorm?: { weight: Tensor; eps: number };
   /**
-   * rope_kv_write as the epilogue (texture weights only): W is the fused qkv projection and y
-   * the qkv rows [M, (nH + 2 nKv) hd]; q heads are rotated into y, k heads rotated and v heads
-   * stored into the KV textures at `slots` (k and v columns of y are not written). Half-split
-   * pairs over the whole head, no q/k norm, f32 KV in textures, hd % 8 == 0
-   * (see ropeFusionProblem). Bit-identical to matmul then ropeKvWrite for what attention reads.
+   * rope_kv_write as the epilogue: W is the fused qkv projection and y the qkv rows
+   * [M, (nH + 2 nKv) hd]; q and k heads are rotated and k and v heads stored into the cache at
+   * `slots`. Half-split pairs over the whole head, no q/k norm, hd % 8 == 0. Two kernels take it:
+   * - texture weights (cpu variant): f32 KV in textures, k and v columns of y not written
+   *   (ropeFusionProblem); bit-identical to matmul then ropeKvWrite for what attention reads;
+   * - sgemv (gpu variant, M <= 16; gpuFusionApplies): f32 or f16 KV in buffers, y holds what
+   *   ropeKvWrite leaves in qkv (sgemvRopeProblem); combines with `prenorm`.
    */
   rope?: MatmulRope;
 }
@@ -102,8 +104,11 @@ export interface MatmulRope {
   slots: Tensor;
   /** [hd / 2] f32 radians per position (rope.ts invFreqTensor). */
   invFreq: Tensor;
-  cacheK: KvTexture;
-  cacheV: KvTexture;
+  /** The layer's K and V caches: KV texture regions (texture weights) or buffer tensors (sgemv). */
+  cacheK: KvStore;
+  cacheV: KvStore;
+  /** Buffer caches: f32 rows or packed halves (default f32; kv_write.ts layouts). */
+  kvDtype?: 'f32' | 'f16';
   headDim: number;
   qHeads: number;
   kvHeads: number;
@@ -146,6 +151,13 @@ const gpuFuseLayout = uniformLayout([
   ['eps', 'f32'], // PRENORM: RMSNorm epsilon
   ['ldy', 'u32'], // as in `layout`
   ['y0', 'u32'],
+] as const);
+/** The sgemv kernel's layout with the rope + KV store epilogue: `gpuFuseLayout` plus the head shape. */
+const sgemvRopeLayout = uniformLayout([
+  ...gpuFuseLayout.fields,
+  ['hd', 'u32'], // head dim, in elements
+  ['nH', 'u32'], // q heads
+  ['nKv', 'u32'], // kv heads
 ] as const);
 
 /** Workgroup size of the cpu variant (invocations, each MR rows × 8 NO columns); 16 measured best. */
@@ -192,6 +204,8 @@ export interface MatmulFusion {
   gated?: boolean;
   /** With rope: the number of rotation-pair quads, (nH + 2 nKv) · hd / 8. */
   ropePairs?: number;
+  /** sgemv: the rope + KV store epilogue (MatmulOptions.rope), caches of this dtype. */
+  ropeKv?: 'f32' | 'f16';
 }
 
 /** Pipeline key and workgroup count for one call (pure; exported for tests and tools). N: output columns. */
@@ -208,8 +222,9 @@ export function matmulPlan(
 ): { key: PipelineKey; groups: number } {
   const quant = wdt === 'q8_0' || wdt === 'q4_0';
   if (tex && !texWeightsApply(wdt, K, variant)) throw new Error('matmulPlan: texture weights need the cpu variant, f32 W and K % 4 == 0');
-  const gpuFused = !tex && (!!fuse.prenorm || !!fuse.gated);
-  if (gpuFused && !gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmulPlan: the fused prenorm and gated output need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0)');
+  const gpuFused = !tex && (!!fuse.prenorm || !!fuse.gated || !!fuse.ropeKv);
+  if (gpuFused && !gpuFusionApplies(M, K, variant, kernels)) throw new Error('matmulPlan: the fused prenorm, gated output and rope need the sgemv kernel (gpu variant, M <= 16, K % 4 == 0)');
+  if (fuse.ropeKv && (fuse.gated || N % 8 !== 0)) throw new Error('matmulPlan: the rope epilogue takes no gated output and needs N % 8 == 0');
   if ((fuse.norm || fuse.ropePairs) && !tex) throw new Error('matmulPlan: the fused norm and rope need texture weights');
   let kind: 'cpu' | 'gemv' | 'sgemv' | 'tile' | 'tile64';
   let MR: number;
@@ -229,7 +244,8 @@ export function matmulPlan(
     kind = kernels.decode;
     MR = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;
     WG = kind === 'sgemv' ? SGEMV_WG : GEMV_WG;
-    groups = kind === 'sgemv' ? ceilDiv(N, 4 * SGEMV_QPW) : ceilDiv(N, 4);
+    // sgemv: QPW quads of 4 columns per workgroup (with the rope epilogue, pair quads of 8).
+    groups = kind === 'sgemv' ? ceilDiv(N, (fuse.ropeKv && !tex ? 8 : 4) * SGEMV_QPW) : ceilDiv(N, 4);
   } else if (kernels.prefill === 'tile64') {
     kind = 'tile64';
     MR = 4;
@@ -253,9 +269,14 @@ export function matmulPlan(
     ...(isKQuant(wdt) ? { KQ: wdt } : {}),
   };
   if (gpuFused) {
-    // The norm weight binds after y (bindings: x, W, [scales], bias, y, wn).
-    const fusedDefines = { ...defines, PRENORM: !!fuse.prenorm, GATED: !!fuse.gated, PN_BIND: quant ? 6 : 5 };
-    return { key: { shader: 'matmul', defines: fusedDefines, layout: gpuFuseLayout }, groups };
+    // The norm weight binds after y, the rope inputs and caches after it (bindings: x, W,
+    // [scales], bias, y, [wn], [positions, slots, invFreq, cacheK, cacheV]).
+    const pnBind = quant ? 6 : 5;
+    const fusedDefines = { ...defines, PRENORM: !!fuse.prenorm, GATED: !!fuse.gated, PN_BIND: pnBind };
+    if (!fuse.ropeKv) return { key: { shader: 'matmul', defines: fusedDefines, layout: gpuFuseLayout }, groups };
+    const rb = pnBind + (fuse.prenorm ? 1 : 0);
+    const ropeDefines = { ...fusedDefines, SROPE: true, KVF16: fuse.ropeKv === 'f16', RB_POS: rb, RB_SLOT: rb + 1, RB_FREQ: rb + 2, RB_K: rb + 3, RB_V: rb + 4 };
+    return { key: { shader: 'matmul', defines: ropeDefines, layout: sgemvRopeLayout }, groups };
   }
   if (!tex) return { key: { shader: 'matmul', defines, layout }, groups };
   const texDefines = { ...defines, WTEX: true, XTEX: xtex, NORM: !!fuse.norm, GATED: !!fuse.gated, ROPE: !!fuse.ropePairs, TW: WEIGHT_TEXTURE_WIDTH, TW_LOG2: Math.log2(WEIGHT_TEXTURE_WIDTH) };
@@ -276,8 +297,24 @@ export function texWeightsApply(wdt: MatmulWdt, K: number, variant: Variant): bo
 export function ropeFusionProblem(r: Pick<MatmulRope, 'headDim' | 'qHeads' | 'kvHeads' | 'cacheK' | 'cacheV'>, N: number, K: number): string | null {
   if (r.headDim % 8 !== 0) return `head dim ${r.headDim} is not a multiple of 8`;
   if ((r.qHeads + 2 * r.kvHeads) * r.headDim !== N) return `${N} columns are not ${r.qHeads} q + 2 x ${r.kvHeads} kv heads of ${r.headDim}`;
+  if (!isKvTexture(r.cacheK) || !isKvTexture(r.cacheV)) return 'the KV cache is not in textures';
   if (r.cacheK.base4 !== r.cacheV.base4) return 'the K and V regions start at different texels';
   if (r.cacheK.texture.format !== 'r32float' || r.cacheV.texture.format !== 'r32float') return 'the KV textures do not hold f32 rows';
+  if (K % 4 !== 0) return `K = ${K} is not a multiple of 4`;
+  return null;
+}
+
+/**
+ * Why the sgemv kernel's rope + KV store epilogue cannot serve a qkv projection with N columns
+ * over K (null: it can): whole heads of q, k and v, pairs in quads, caches in buffers.
+ */
+export function sgemvRopeProblem(r: Pick<MatmulRope, 'headDim' | 'qHeads' | 'kvHeads' | 'cacheK' | 'cacheV' | 'kvDtype'>, N: number, K: number): string | null {
+  if (r.headDim % 8 !== 0) return `head dim ${r.headDim} is not a multiple of 8`;
+  if ((r.qHeads + 2 * r.kvHeads) * r.headDim !== N) return `${N} columns are not ${r.qHeads} q + 2 x ${r.kvHeads} kv heads of ${r.headDim}`;
+  if (isKvTexture(r.cacheK) || isKvTexture(r.cacheV)) return 'the KV cache is in textures';
+  const dt = r.kvDtype ?? 'f32';
+  if (dt !== 'f32' && dt !== 'f16') return `KV dtype ${String(dt)}`;
+  if (r.cacheK.dtype !== (dt === 'f32' ? 'f32' : 'u32') || r.cacheV.dtype !== r.cacheK.dtype) return `the caches are not ${dt} rows`;
   if (K % 4 !== 0) return `K = ${K} is not a multiple of 4`;
   return null;
 }
@@ -289,6 +326,8 @@ export function fusionApplies(w: Tensor, variant: Variant, hasTexture: boolean):
 
 const FUSE_PRENORM = 1;
 const FUSE_GATED = 2;
+const FUSE_ROPE_F32 = 4;
+const FUSE_ROPE_F16 = 8;
 
 /** One resolved call shape of a weight: matmulPlan's inputs that vary per call, and its kernel and grid. */
 interface PlannedCall {
@@ -319,7 +358,8 @@ async function plannedKernel(ctx: GpuContext, w: Tensor, wdt: MatmulWdt, M: numb
       if (c.M === M && c.fuse === fuse && c.variant === variant && c.decode === kernels.decode && c.prefill === kernels.prefill) return c;
     }
   } else planned.set(w, (list = []));
-  const fusion = fuse ? { prenorm: (fuse & FUSE_PRENORM) !== 0, gated: (fuse & FUSE_GATED) !== 0 } : {};
+  const ropeKv = fuse & FUSE_ROPE_F32 ? 'f32' : fuse & FUSE_ROPE_F16 ? 'f16' : undefined;
+  const fusion: MatmulFusion = fuse ? { prenorm: (fuse & FUSE_PRENORM) !== 0, gated: (fuse & FUSE_GATED) !== 0, ...(ropeKv ? { ropeKv } : {}) } : {};
   const { key, groups } = matmulPlan(wdt, M, N, K, variant, false, false, fusion, kernels);
   const kernel = await ctx.pipelines.get(key);
   if (list.length >= PLANNED_PER_WEIGHT) list.shift();
@@ -372,25 +412,28 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
   const wt = opts.wTexture;
   const fused = !!opts.norm || !!opts.gated || !!opts.rope;
   const rp = opts.rope;
-  if (rp) {
-    const why = ropeFusionProblem(rp, N, K);
-    if (why || opts.gated || opts.accumulate) throw new Error(`matmul: cannot fuse rope: ${why ?? 'not with a gated or accumulated output'}`);
-  }
   const kernels = opts.kernels ?? contextMatmulKernels(ctx);
   const pn = opts.prenorm;
   const texPath = !!wt && texWeightsApply(wdt, K, variant);
-  if (pn || (opts.gated && !texPath)) {
-    if (texPath || opts.norm || rp) throw new Error('matmul: prenorm is the gpu decode kernel\'s fusion; it does not combine with texture weights, norm or rope');
+  if (rp) {
+    const why = texPath ? ropeFusionProblem(rp, N, K) : sgemvRopeProblem(rp, N, K) ?? (yc ? 'y is a column window' : null);
+    if (why || opts.gated || opts.accumulate) throw new Error(`matmul: cannot fuse rope: ${why ?? 'not with a gated or accumulated output'}`);
+  }
+  if (pn || ((opts.gated || rp) && !texPath)) {
+    if (texPath || opts.norm) throw new Error('matmul: prenorm is the gpu decode kernel\'s fusion; it does not combine with texture weights or norm');
     if (!gpuFusionApplies(M, K, variant, kernels)) {
-      if (!pn) throw new Error('matmul: a fused gated output needs texture weights (cpu variant; fusionApplies) or the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
-      throw new Error('matmul: the fused prenorm needs the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+      if (pn) throw new Error('matmul: the fused prenorm needs the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)');
+      throw new Error(`matmul: a fused ${rp ? 'rope' : 'gated output'} needs texture weights (cpu variant; fusionApplies) or the sgemv kernel (gpu variant, M <= 16, K % 4 == 0; gpuFusionApplies)`);
     }
     if (pn && (pn.weight.dtype !== 'f32' || numel(pn.weight.shape) !== K)) throw new Error(`matmul: the prenorm weight must be [${K}] f32`);
-    const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0), kernels);
+    if (rp && (numel(rp.positions.shape) < M || numel(rp.slots.shape) < M)) throw new Error(`matmul: the rope epilogue needs ${M} positions and slots`);
+    const ropeFuse = rp ? ((rp.kvDtype ?? 'f32') === 'f16' ? FUSE_ROPE_F16 : FUSE_ROPE_F32) : 0;
+    const { kernel, groups } = await plannedKernel(ctx, w, wdt, M, N, K, variant, (pn ? FUSE_PRENORM : 0) | (opts.gated ? FUSE_GATED : 0) | ropeFuse, kernels);
     // Built without spreads: this runs for every matmul of every decode step.
     const binds: Binding[] = quant ? [x, w, { buffer: w.scales!, offset: 0, size: scaleBytes((NW * K) / QK) }, bias ?? dummyBias(ctx), y] : [x, w, bias ?? dummyBias(ctx), y];
     if (pn) binds.push(pn.weight);
-    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0 }, binds, grid1d(groups));
+    if (rp) binds.push(rp.positions, rp.slots, rp.invFreq, rp.cacheK, rp.cacheV);
+    rec.dispatch(kernel, { M, N, K, flags, eps: pn?.eps ?? 0, ldy, y0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0 }, binds, grid1d(groups));
     return;
   }
   if (fused && !(wt && texWeightsApply(wdt, K, variant))) throw new Error('matmul: the fused norm and gated output need texture weights (fusionApplies)');
@@ -415,7 +458,7 @@ export async function matmul(rec: Recorder, x: Tensor, weight: LinearWeight, y: 
     const ropePairs = rp ? ((rp.qHeads + 2 * rp.kvHeads) * rp.headDim) / 8 : 0;
     const { key, groups } = matmulPlan(wdt, M, N, K, variant, true, useX, { norm: !!nm, gated: !!opts.gated, ropePairs });
     const kernel = await ctx.pipelines.get(key);
-    const params = { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0, kvBase4: rp?.cacheK.base4 ?? 0, ldy, y0 };
+    const params = { M, N, K, flags, w4: o, eps: nm?.eps ?? 0, wn4: nm?.offset4 ?? 0, hd: rp?.headDim ?? 0, nH: rp?.qHeads ?? 0, nKv: rp?.kvHeads ?? 0, kvBase4: rp && isKvTexture(rp.cacheK) ? rp.cacheK.base4 : 0, ldy, y0 };
     const ropeBound = rp ? [rp.positions, rp.slots, rp.invFreq, rp.cacheK, rp.cacheV] : [];
     rec.dispatch(kernel, params, [useX ? xt : x, wt.binding, bias ?? dummyBias(ctx), y, ...ropeBound], grid1d(groups));
     return;

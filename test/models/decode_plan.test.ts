@@ -54,6 +54,15 @@ describe('resolveDecodePlan', () => {
     expect(resolveDecodePlan(gpu(), cfg, 'f32', { attention: 'paged' }).attention.decode).toBe('paged');
     expect(resolveDecodePlan(swiftshader, cfg, 'f32', { variant: 'gpu' }).attention).toMatchObject({ decode: 'splitk', prefill: 'tiled' });
   });
+  it('rope and the KV store fuse into the sgemv epilogue where the plan allows, else say why', () => {
+    expect(resolveDecodePlan(gpu(), cfg, 'f32').ropeKv).toEqual({ decode: 'fused', separateBecause: null });
+    expect(resolveDecodePlan(gpu(), cfg, 'f16').ropeKv.decode).toBe('fused');
+    expect(resolveDecodePlan(gpu({ subgroups: false }), cfg, 'f32').ropeKv.separateBecause).toMatch(/decode matmul gemv/);
+    expect(resolveDecodePlan(gpu(), cfg, 'q8').ropeKv.separateBecause).toMatch(/KV dtype q8/);
+    expect(resolveDecodePlan(gpu(), { headDim: 20 }, 'f32').ropeKv.separateBecause).toMatch(/head dim 20/);
+    expect(resolveDecodePlan(swiftshader, cfg, 'f32').ropeKv.separateBecause).toMatch(/variant cpu/);
+    expect(resolveDecodePlan(swiftshader, cfg, 'f32', { variant: 'gpu' }).ropeKv.decode).toBe('fused');
+  });
   it('settings are values, validated', () => {
     expect(resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'on', megakernelWeights: 'texture' }).megakernel).toMatchObject({ mode: 'on', tuning: { weights: 'texture' } });
     expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'sometimes' as 'on' })).toThrow(/decodeMegakernel must be one of auto, on, off/);

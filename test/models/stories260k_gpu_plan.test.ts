@@ -2,7 +2,8 @@
  * stories260K through the GPU decode plan on CPU emulation: a context forced to the `gpu`
  * kernel variant with the megakernel off runs the plan a GPU adapter gets — sgemv (SwiftShader
  * has `subgroups`) or gemv for decode matmuls, 64x64 tiles and tiled flash attention for the
- * prompt, split-K (flash-decoding) attention for decode steps — and must reproduce llama2.c's greedy ids.
+ * prompt, split-K (flash-decoding) attention for decode steps, rope and the KV store in the qkv
+ * matmul's epilogue with sgemv — and must reproduce llama2.c's greedy ids.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { GpuContext } from '../../core/gpu/context.ts';
@@ -28,6 +29,8 @@ describe.each(TEST_BACKENDS)('stories260K on the GPU decode plan (%s, gpu varian
     expect(plan.attention.decode).toBe('splitk');
     expect(plan.attention.prefill).toBe('tiled');
     expect(plan.matmul.decode).toBe(ctx.gpu.caps.subgroups ? 'sgemv' : 'gemv');
+    // With sgemv, rope and the KV store run as the qkv matmul's epilogue on decode steps.
+    expect(plan.ropeKv.decode).toBe(ctx.gpu.caps.subgroups ? 'fused' : 'separate');
     expect(loaded.model.megakernelOff).toMatch(/off/);
     expect(loaded.engine.promptIds('Once upon a time')).toEqual(PROMPT_IDS);
     const r = await loaded.engine.complete('Once upon a time', { maxNewTokens: 64, sampling: { temperature: 0 } });

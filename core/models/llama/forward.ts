@@ -48,7 +48,7 @@ import { embedding } from '../../ops/embedding.ts';
 import { gatherRows } from '../../ops/gather_rows.ts';
 import { createR32Texture, isKvTexture, kvRowWords, kvTensorDtype, type KvDtype, type KvStore } from '../../ops/kv_write.ts';
 import { megakernelLoopCount } from '../../ops/loop_budget.ts';
-import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, type LinearWeight, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
+import { fusionApplies, gpuFusionApplies, matmul, ropeFusionProblem, sgemvRopeProblem, type LinearWeight, type MatmulOptions, type MatmulRope } from '../../ops/matmul.ts';
 import { rmsNorm } from '../../ops/rms_norm.ts';
 import { scatterRows } from '../../ops/scatter_rows.ts';
 import { invFreqTensor } from '../../ops/rope.ts';
@@ -139,6 +139,8 @@ export class LlamaModel {
   private layerOpts: LayerOptions[] | undefined;
   /** ropeKvWrite's options per layer for steps of T tokens (the latest T seen). */
   private ropeOpts: { T: number; list: RopeKvWriteOptions[] } | undefined;
+  /** Per layer for steps of T tokens: the qkv matmul's options with rope and the KV store as its epilogue (null: rope_kv_write runs). */
+  private qkvRopeOpts: { T: number; list: (MatmulOptions | null)[] } | undefined;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
   readonly pathCounts: DecodePathCounts = { megakernelSteps: 0, megakernelDispatches: 0, genericSteps: 0 };
 
@@ -315,6 +317,24 @@ export class LlamaModel {
     return { ...r, invFreq: invFreqTensor(rec.ctx, { headDim: c.headDim, ...layerRope(c, l, this.maxContext) }) };
   }
 
+  /**
+   * Layer l's qkv matmul options (fused input norm) with rope and the KV store as the sgemv
+   * epilogue, for steps whose positions and slots are these views; null where the layer cannot
+   * take it (q/k norm, qkv in parts, a q8 or texture cache, a head shape sgemvRopeProblem refuses).
+   */
+  private qkvWithRope(rec: Recorder, l: number, O: LayerOptions, positions: Tensor, slots: Tensor): MatmulOptions | null {
+    const c = this.cfg;
+    const L = this.weights.layers[l]!;
+    const k = this.cacheK[l]!;
+    const v = this.cacheV[l]!;
+    const kvDtype = this.kvDtype;
+    if ((L.qNorm && L.kNorm) || L.qkv.parts || kvDtype === 'q8' || isKvTexture(k) || isKvTexture(v)) return null;
+    const invFreq = invFreqTensor(rec.ctx, { headDim: c.headDim, ...layerRope(c, l, this.maxContext) });
+    const r: MatmulRope = { positions, slots, invFreq, cacheK: k, cacheV: v, kvDtype, headDim: c.headDim, qHeads: c.heads, kvHeads: c.kvHeads };
+    if (sgemvRopeProblem(r, this.qkvCols, c.hiddenSize)) return null;
+    return { ...O.qkvPrenorm, rope: r };
+  }
+
   /** The cache dtype the flash kernels read (the plan takes them for f32 and f16 caches only: decode_plan.ts splitKProblem). */
   private flashKvDtype(): 'f32' | 'f16' {
     if (this.kvDtype === 'q8') throw new Error('LlamaModel: the flash attention kernels read f32 and f16 caches only');
@@ -420,6 +440,12 @@ export class LlamaModel {
     // ropeKvWrite's options per layer for this token count (decode steps repeat theirs).
     if (this.ropeOpts?.T !== T) this.ropeOpts = { T, list: perLayer.map((O) => ({ ...heads, ...O.rope })) };
     const ropeOpts = this.ropeOpts.list;
+    // Decode-sized steps on the sgemv kernel: rope and the KV store as the qkv matmul's epilogue where the plan and the layer allow.
+    const gpuFuse = gpuFusionApplies(T, c.hiddenSize, this.ctx.variant, this.plan.matmul);
+    if (gpuFuse && this.plan.ropeKv.decode === 'fused' && this.qkvRopeOpts?.T !== T) {
+      this.qkvRopeOpts = { T, list: perLayer.map((O, l) => this.qkvWithRope(rec, l, O, positions, slots)) };
+    }
+    const qkvRope = gpuFuse && this.plan.ropeKv.decode === 'fused' ? this.qkvRopeOpts!.list : null;
 
     await this.embed(rec, this.view('tokens', T), x);
     if (s.embedAt?.length) {
@@ -428,7 +454,6 @@ export class LlamaModel {
     }
     // Decode-sized steps on the sgemv kernel: the input norms fuse into the matmuls that read
     // them and the SiLU gate into the gate/up matmul (no h or gu round trip, 2 fewer dispatches).
-    const gpuFuse = gpuFusionApplies(T, c.hiddenSize, this.ctx.variant, this.plan.matmul);
     for (let l = 0; l < c.layers; l++) {
       const L = w.layers[l]!;
       const O = perLayer[l]!;
@@ -437,13 +462,14 @@ export class LlamaModel {
       // bit-identical, without h, k, v and gu in storage buffers.
       const inNorm = this.normTex(L.inNorm, L.qkv);
       const rope = inNorm && !(L.qNorm && L.kNorm) ? this.ropeTex(rec, l, positions, slots) : null;
+      const withRope = qkvRope?.[l] ?? null;
       if (inNorm) await matmul(rec, x, L.qkv, qkv, { ...O.qkv, norm: inNorm, ...(rope ? { rope } : {}) });
-      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, O.qkvPrenorm);
+      else if (gpuFuse) await matmul(rec, x, L.qkv, qkv, withRope ?? O.qkvPrenorm);
       else {
         await rmsNorm(rec, x, L.inNorm, h, { eps: c.rmsEps });
         await matmul(rec, h, L.qkv, qkv, O.qkv);
       }
-      if (!rope) await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, ropeOpts[l]!);
+      if (!rope && !withRope) await ropeKvWrite(rec, qkv, positions, slots, this.cacheK[l]!, this.cacheV[l]!, ropeOpts[l]!);
       const ck = this.cacheK[l]!;
       const cv = this.cacheV[l]!;
       // Decode-only steps (one token per sequence) split the context across workgroups
