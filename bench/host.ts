@@ -254,10 +254,15 @@ interface Timed {
 async function oneStep(ctx: GpuContext, model: LlamaModel, inputs: StepInputs, rows: SampleRow[], out: Tensor, submit: boolean): Promise<Timed> {
   const t0 = performance.now();
   const rec = ctx.recorder();
+  const ta = performance.now();
   const logits = await model.record(rec, inputs);
+  const tb = performance.now();
   await sample(rec, logits!, rows, out);
+  const tc = performance.now();
   const read = rec.readback(out, rows.length * 4);
   const t1 = performance.now();
+  const P = ((globalThis as any).PH ??= [[],[],[],[]]);
+  P[0].push(ta-t0); P[1].push(tb-ta); P[2].push(tc-tb); P[3].push(t1-tc);
   if (!submit) {
     read.catch(() => undefined);
     rec.discard();

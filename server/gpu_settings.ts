@@ -2,7 +2,8 @@
  * GPU and decode-path settings read from the environment on the server side (core reads no
  * environment): WEFT_GPU_BACKEND (process-wide default backend), WEFT_KERNEL_VARIANT
  * (`cpu` | `gpu`), WEFT_DECODE_MEGAKERNEL (`auto` | `on` | `off`), WEFT_MEGAKERNEL_WEIGHTS
- * (`auto` | `buffer` | `texture`), WEFT_ATTENTION_KERNEL (`auto` | `paged` | `flash`). They
+ * (`auto` | `buffer` | `texture`), WEFT_ATTENTION_KERNEL (`auto` | `paged` | `flash`),
+ * WEFT_STEP_GRAPHS (`on` | `off`). They
  * reach core as GpuOptions (GpuContext.create) and LoadOptions.decode (the decode plan,
  * core/models/decode_plan.ts). An unknown value is an invalid_config error.
  */
@@ -31,9 +32,11 @@ export function decodeSettingsFromEnv(env: Env = process.env): DecodeSettings {
   const megakernel = pick(env, 'WEFT_DECODE_MEGAKERNEL', ['auto', 'on', 'off'] as const);
   const weights = pick(env, 'WEFT_MEGAKERNEL_WEIGHTS', ['auto', 'buffer', 'texture'] as const);
   const attention = pick(env, 'WEFT_ATTENTION_KERNEL', ['auto', 'paged', 'flash'] as const);
+  const graphs = pick(env, 'WEFT_STEP_GRAPHS', ['on', 'off'] as const);
   return {
     ...(megakernel ? { decodeMegakernel: megakernel } : {}),
     ...(weights ? { megakernelWeights: weights } : {}),
     ...(attention ? { attention } : {}),
+    ...(graphs ? { stepGraphs: graphs } : {}),
   };
 }

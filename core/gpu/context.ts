@@ -50,10 +50,14 @@ export class GpuContext {
     return this.gpu.device;
   }
 
+  /** Incremented by dropBindGroups: step graphs (step_graph.ts) hold groups of one epoch only. */
+  bindGroupEpoch = 0;
+
   /** Forgets every cached bind group (after a failed step, which may have cached an invalid one). */
   dropBindGroups(): void {
     this.bindGroups.clear();
     this.bindSlots.length = 0;
+    this.bindGroupEpoch++;
   }
 
   bufferId(b: GPUBuffer | GPUTexture): number {

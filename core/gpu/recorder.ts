@@ -7,6 +7,7 @@
 import type { GpuContext } from './context.ts';
 import type { Kernel } from './pipelines.ts';
 import type { Profiler } from './profiler.ts';
+import type { GraphCapture, StepGraph } from './step_graph.ts';
 import { byteLength, type Tensor } from './tensor.ts';
 
 /** A storage binding: a whole tensor or an explicit buffer range. */
@@ -97,6 +98,11 @@ export class Recorder {
   private submitted = false;
   /** Dispatches recorded so far (for tests and the "few dispatches" budget). */
   dispatches = 0;
+
+  /** Bytes of the uniform arena used so far: where the next dispatch's Params go (step graphs key on it). */
+  get paramsOffset(): number {
+    return this.used;
+  }
   /** With a profiler: the kernel label of each timed pass, in order. */
   private readonly timed: string[] = [];
   private readonly profiler: Profiler | null;
@@ -104,6 +110,8 @@ export class Recorder {
   private stepTimed = false;
   /** The pipeline set on the open pass (null: none yet); a pass starts with none. */
   private pipeline: GPUComputePipeline | null = null;
+  /** The step graph being captured (capture() .. endCapture()), if any. */
+  private capturing: GraphCapture | null = null;
 
   constructor(readonly ctx: GpuContext) {
     this.encoder = ctx.device.createCommandEncoder();
@@ -166,9 +174,85 @@ export class Recorder {
       pass.setPipeline(kernel.pipeline);
       this.pipeline = kernel.pipeline;
     }
+    const x = groups[0];
+    const y = groups[1] ?? 1;
+    const z = groups[2] ?? 1;
     pass.setBindGroup(0, group);
-    pass.dispatchWorkgroups(groups[0], groups[1] ?? 1, groups[2] ?? 1);
+    pass.dispatchWorkgroups(x, y, z);
     this.dispatches++;
+    const cap = this.capturing;
+    if (cap) {
+      cap.pipelines.push(kernel.pipeline);
+      cap.groups.push(group);
+      cap.counts.push(x, y, z);
+    }
+  }
+
+  /**
+   * Starts capturing the dispatches recorded from here as a step graph (step_graph.ts), until
+   * endCapture(). Recording goes on as usual meanwhile.
+   */
+  capture(): void {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    if (this.capturing) throw new Error('Recorder: already capturing');
+    this.capturing = { at: this.used, first: this.dispatches, epoch: this.ctx.bindGroupEpoch, pipelines: [], groups: [], counts: [], broken: this.profiler ? 'profiling' : null };
+  }
+
+  /** Marks the capture in progress (if any) as not replayable. */
+  private breakCapture(why: string): void {
+    if (this.capturing && !this.capturing.broken) this.capturing.broken = why;
+  }
+
+  /** Ends the capture: the graph of the dispatches since capture(), or null where one cannot be replayed. */
+  endCapture(): StepGraph | null {
+    const cap = this.capturing;
+    if (!cap) throw new Error('Recorder: not capturing');
+    this.capturing = null;
+    const n = cap.groups.length;
+    if (cap.broken || n === 0 || cap.epoch !== this.ctx.bindGroupEpoch) return null;
+    const slots = this.ctx.bindSlots.slice(cap.first, cap.first + n);
+    if (slots.length !== n || slots.some((s, i) => s?.group !== cap.groups[i])) return null;
+    return {
+      at: cap.at,
+      first: cap.first,
+      epoch: cap.epoch,
+      params: new Uint8Array(this.stage.slice(cap.at, this.used)),
+      pipelines: cap.pipelines,
+      groups: cap.groups,
+      counts: Uint32Array.from(cap.counts),
+      slots,
+    };
+  }
+
+  /**
+   * Records a captured graph's dispatches: its Params bytes into the arena at the offsets its
+   * bind groups name, then per dispatch the pipeline (when it changes), the bind group and the
+   * workgroup counts. False, recording nothing, where the graph cannot apply here (a different
+   * arena offset or dispatch index to start from, bind groups dropped since, profiling, a
+   * capture in progress): the caller records through the ops instead.
+   */
+  replay(g: StepGraph): boolean {
+    if (this.submitted) throw new Error('Recorder: already submitted');
+    if (this.capturing || this.profiler || this.used !== g.at || this.dispatches !== g.first || g.epoch !== this.ctx.bindGroupEpoch) return false;
+    const end = g.at + g.params.length;
+    if (end > this.stage.byteLength) return false;
+    new Uint8Array(this.stage, g.at, g.params.length).set(g.params);
+    this.used = end;
+    const pass = this.computePass();
+    const { pipelines, groups, counts, slots } = g;
+    const bindSlots = this.ctx.bindSlots;
+    for (let i = 0; i < groups.length; i++) {
+      const p = pipelines[i]!;
+      if (this.pipeline !== p) {
+        pass.setPipeline(p);
+        this.pipeline = p;
+      }
+      pass.setBindGroup(0, groups[i]!);
+      pass.dispatchWorkgroups(counts[3 * i]!, counts[3 * i + 1]!, counts[3 * i + 2]!);
+      if (g.first + i <= bindSlots.length) bindSlots[g.first + i] = slots[i]!;
+    }
+    this.dispatches += groups.length;
+    return true;
   }
 
   /**
@@ -223,6 +307,7 @@ export class Recorder {
    * submitted (later queue work is ordered after the step, so reuse is safe).
    */
   temp(bytes: number): GPUBuffer {
+    this.breakCapture('step scratch');
     const b = this.ctx.pool.acquire(bytes);
     this.temps.push(b);
     return b;
@@ -249,6 +334,7 @@ export class Recorder {
 
   /** Copies `size` bytes between buffers (ends the current pass). */
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    this.breakCapture('a copy');
     this.endPass();
     this.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
   }
@@ -259,6 +345,7 @@ export class Recorder {
    * texel (i % width, i / width). Ends the current pass.
    */
   copyToTexture(src: GPUBuffer, srcOffset: number, vec4s: number, dst: GPUTexture, width: number): void {
+    this.breakCapture('a copy');
     this.endPass();
     copyRowsToTexture(this.encoder, src, srcOffset, vec4s, dst, width);
   }
@@ -297,6 +384,7 @@ export class Recorder {
    */
   flush(): void {
     if (this.submitted) throw new Error('Recorder: already submitted');
+    this.breakCapture('a flush');
     this.endPass();
     const { device } = this.ctx;
     if (this.used > this.written) device.queue.writeBuffer(this.arena, this.written, this.stage, this.written, this.used - this.written);

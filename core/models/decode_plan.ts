@@ -42,8 +42,11 @@ export interface DecodeSettings {
    * `flash` (the flash kernels, refused where they cannot run).
    */
   attention?: 'auto' | 'paged' | 'flash';
+  /** Step graphs: decode steps replay a recorded dispatch list (`on`, default) or record through the ops every step (`off`). core/gpu/step_graph.ts. */
+  stepGraphs?: 'on' | 'off';
 }
 export const ATTENTION_CHOICES = ['auto', 'paged', 'flash'] as const;
+export const STEP_GRAPH_CHOICES = ['on', 'off'] as const;
 
 export interface DecodePlan {
   readonly variant: Variant;
@@ -75,6 +78,11 @@ export interface DecodePlan {
     /** Where the cache lives when the megakernel runs the model: `texture` on llvmpipe, else `buffer` (per layer or packed). */
     readonly storage: 'buffer' | 'texture';
   };
+  /**
+   * Whether decode-only steps on split-K attention replay a step graph of their shape
+   * (core/gpu/step_graph.ts) instead of recording through the ops (LlamaModel keys and checks them).
+   */
+  readonly stepGraphs: boolean;
   /** The megakernel's mode and its adapter tuning (weights, KV and scratch storage; model eligibility is LlamaModel's, from the loaded weights). */
   readonly megakernel: { readonly mode: MegakernelMode; readonly tuning: Readonly<MegakernelTuning> };
 }
@@ -114,6 +122,7 @@ export function resolveDecodePlan(adapter: PlanAdapter, cfg: Pick<DecoderConfig,
   check('megakernelWeights', settings.megakernelWeights, MEGAKERNEL_WEIGHT_SOURCES);
   check('attention', settings.attention, ATTENTION_CHOICES);
   check('variant', settings.variant, ['cpu', 'gpu']);
+  check('stepGraphs', settings.stepGraphs, STEP_GRAPH_CHOICES);
   const variant: Variant = settings.variant ?? (adapter.info.isCpu ? 'cpu' : 'gpu');
   const l = adapter.limits;
   const matmul = matmulKernelsFor({
@@ -136,6 +145,7 @@ export function resolveDecodePlan(adapter: PlanAdapter, cfg: Pick<DecoderConfig,
     attention: Object.freeze({ decode: pagedBecause ? 'paged' : 'splitk', prefill: prefillPagedBecause ? 'paged' : 'tiled', pagedBecause, prefillPagedBecause }),
     ropeKv: Object.freeze({ decode: ropeKv ? 'separate' : 'fused', separateBecause: ropeKv }),
     kv: Object.freeze({ dtype: kvDtype, storage: tuning.kv }),
+    stepGraphs: settings.stepGraphs !== 'off',
     megakernel: Object.freeze({ mode: settings.decodeMegakernel ?? 'auto', tuning: Object.freeze(tuning) }),
   } as const);
 }

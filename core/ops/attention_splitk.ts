@@ -31,6 +31,36 @@ export interface SplitAttentionOptions extends Pick<AttentionOptions, 'tokens' |
   splitKeys?: number;
   /** Read f16 caches as native f16 (default: the adapter has shader-f16). */
   nativeF16?: boolean;
+  /**
+   * Where the partial phase writes (at least splitKPartialBytes of the step's shape); default a
+   * step scratch buffer from the pool. A model passes one buffer for every layer (each layer's
+   * combine reads it before the next layer's partial phase writes it: queue order), which a
+   * step graph can name (step scratch ends a graph capture).
+   */
+  partials?: { buffer: GPUBuffer; size: number };
+}
+
+/** The split shape of a step: positions per split and splits per (token, head). */
+export interface SplitShape {
+  splitKeys: number;
+  splits: number;
+}
+
+/**
+ * The split shape attentionSplitK uses for a step (pure; LlamaModel keys its step graphs on it):
+ * the context span from the latest position, capped by the block tables' capacity and the window.
+ */
+export function splitShape(opts: Pick<SplitAttentionOptions, 'tokens' | 'qHeads' | 'blockSize' | 'maxBlocksPerSeq' | 'window' | 'maxPosition' | 'splitKeys'>): SplitShape {
+  const capacity = opts.maxBlocksPerSeq * opts.blockSize;
+  const span0 = Math.min(opts.maxPosition ?? capacity - 1, capacity - 1) + 1;
+  const span = opts.window ? Math.min(span0, opts.window) : span0;
+  const splitKeys = opts.splitKeys ?? splitKeysFor(span, opts.tokens, opts.qHeads);
+  return { splitKeys, splits: ceilDiv(span, splitKeys) };
+}
+
+/** Bytes of the partial phase's output for `splits` splits: per (token, head, split) hd/4 + 1 vec4s. */
+export function splitKPartialBytes(tokens: number, qHeads: number, headDim: number, splits: number): number {
+  return tokens * qHeads * splits * (headDim / 4 + 1) * 16;
 }
 
 /** The uniform fields the flash kernels (split-K decode here, tiled prefill) share, first and in this order. */
@@ -116,19 +146,14 @@ export async function attentionSplitK(
   out: Tensor,
   opts: SplitAttentionOptions,
 ): Promise<void> {
-  const { tokens, qHeads, kvHeads, headDim, rowStride, blockSize, maxBlocksPerSeq } = opts;
+  const { tokens, qHeads, kvHeads, headDim, rowStride } = opts;
   if (headDim % 4 !== 0 || rowStride % 4 !== 0) throw new Error(`attentionSplitK: headDim (${headDim}) and rowStride (${rowStride}) must be multiples of 4`);
   if (headDim > 256) throw new Error(`attentionSplitK: headDim <= 256 (got ${headDim})`);
   if (qHeads % kvHeads !== 0) throw new Error(`attentionSplitK: qHeads ${qHeads} not a multiple of kvHeads ${kvHeads}`);
   if (tokens === 0) return;
   const ctx = rec.ctx;
-  const capacity = maxBlocksPerSeq * blockSize;
-  const span0 = Math.min(opts.maxPosition ?? capacity - 1, capacity - 1) + 1;
-  const span = opts.window ? Math.min(span0, opts.window) : span0;
-  const splitKeys = opts.splitKeys ?? splitKeysFor(span, tokens, qHeads);
+  const { splitKeys, splits } = splitShape(opts);
   if (splitKeys % TILE !== 0 || splitKeys <= 0) throw new Error(`attentionSplitK: splitKeys ${splitKeys} is not a positive multiple of ${TILE}`);
-  const splits = ceilDiv(span, splitKeys);
-  const hd4 = headDim / 4;
   const shared = flashAttentionParams(rec, opts, 'attentionSplitK');
   const { kv, softcap } = shared;
   const params = shared.params;
@@ -140,8 +165,9 @@ export async function attentionSplitK(
     rec.dispatch(direct, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, out], grid1d(tokens * qHeads));
     return;
   }
-  const partBytes = tokens * qHeads * splits * (hd4 + 1) * 16;
-  const part = { buffer: rec.temp(partBytes), size: partBytes };
+  const partBytes = splitKPartialBytes(tokens, qHeads, headDim, splits);
+  const given = opts.partials;
+  const part = given && given.size >= partBytes ? { buffer: given.buffer, size: partBytes } : { buffer: rec.temp(partBytes), size: partBytes };
   const partial = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'partial', KV: kv, SOFTCAP: softcap > 0 }, layout });
   rec.dispatch(partial, params, [qkv, cacheK, cacheV, positions, tokenSeq, blockTables, part], grid1d(tokens * qHeads * splits));
   const combine = await ctx.pipelines.get({ shader: 'attention_splitk', defines: { PHASE: 'combine' }, layout });

@@ -31,6 +31,7 @@ import { openSafetensorsModel } from '../../core/formats/safetensors.ts';
 import { openGgufWeights } from '../../core/models/gguf_weights.ts';
 import { hostToF32 } from '../../core/models/host_tensor.ts';
 import { ggufOf, MIX_LAYERS, REALSHAPE_GGUF } from '../../bench/memory.ts';
+import { GpuContext } from '../../core/gpu/context.ts';
 import { gpuFor, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { absMax, allPositionLogits, maxAbsDiff, referenceRun } from '../helpers/tiny_decoder.ts';
 import { loadTokenizerFromSource } from '../../core/tokenizer/tokenizer.ts';
@@ -63,12 +64,17 @@ const CASES: [string, number][] = [
   ['gemma-2-2b', 2],
 ];
 
-/** Loads `ms`, checks the first logits and the greedy ids against the golden within `tol` of max |golden|. */
-async function checkAgainstGolden(backend: string, dir: string, open: () => Promise<ModelSource>, tol: number, what: string): Promise<void> {
+/**
+ * Loads `ms`, checks the first logits and the greedy ids against the golden within `tol` of max
+ * |golden|. `gpuPlan`: on a context of the gpu kernel variant (the plan a GPU host runs: sgemv
+ * with the fused norms, rope and KV store, split-K attention, step graphs), and the greedy ids
+ * also through the engine's decode steps.
+ */
+async function checkAgainstGolden(backend: string, dir: string, open: () => Promise<ModelSource>, tol: number, what: string, gpuPlan = false): Promise<void> {
   const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as Golden;
   const golden = new Float32Array(readFileSync(join(dir, 'golden_logits.f32')).buffer.slice(0));
-  const ctx = await gpuFor(backend);
-  const d = await loadDecoder(ctx, await open(), { maxSeqs: 8, maxContext: 64, maxTokensPerStep: 16 });
+  const ctx = gpuPlan ? await GpuContext.create({ backend, variant: 'gpu' }) : await gpuFor(backend);
+  const d = await loadDecoder(ctx, await open(), { maxSeqs: 8, maxContext: 64, maxTokensPerStep: 16, ...(gpuPlan ? { decode: { decodeMegakernel: 'off' as const } } : {}) });
   try {
     const V = g.vocab;
     const all = await allPositionLogits(d, g.prompt_ids);
@@ -85,8 +91,17 @@ async function checkAgainstGolden(backend: string, dir: string, open: () => Prom
       if (g.top2_gaps[i]! > 2 * tol * absMax(golden)) expect(best, `greedy step ${i}`).toBe(g.greedy_ids[i]);
       ids.push(g.greedy_ids[i]!);
     }
+    if (gpuPlan) {
+      expect(d.decodePlan.ropeKv.decode).toBe(ctx.gpu.caps.subgroups ? 'fused' : 'separate');
+      // Decode steps (one token each) up to the first step whose golden gap is within the tolerance.
+      let sure = 0;
+      while (sure < g.greedy_ids.length && g.top2_gaps[sure]! > 2 * tol * absMax(golden)) sure++;
+      const r = await d.engine.complete(g.prompt_ids, { maxNewTokens: Math.max(sure, 1), sampling: { temperature: 0 }, stop: [] });
+      expect(r.tokenIds.slice(0, sure)).toEqual(g.greedy_ids.slice(0, sure));
+    }
   } finally {
     d.destroy();
+    if (gpuPlan) ctx.destroy();
   }
 }
 
@@ -171,6 +186,15 @@ describe.each(CASES)('%s shape (%i layers; 0: all of them) against its PyTorch g
   it(`bf16 safetensors (f16 on the device) on ${backend}`, async () => {
     const dir = checkpoint(model, layers);
     await checkAgainstGolden(backend, dir, async () => dirSource(dir), TOL, `${model} L${layers || 'all'} safetensors`);
+  });
+});
+
+// The plan a GPU host runs, on the emulator's adapter (sgemv needs SwiftShader's subgroups).
+describe('llama-3.2-1b shape (4 layers) on the gpu kernel variant against its PyTorch golden', () => {
+  const backend = TEST_BACKENDS[0]!;
+  it(`bf16 safetensors, gpu variant, on ${backend}`, async () => {
+    const dir = checkpoint('llama-3.2-1b', 4);
+    await checkAgainstGolden(backend, dir, async () => dirSource(dir), TOL, 'llama-3.2-1b L4 safetensors, gpu variant', true);
   });
 });
 

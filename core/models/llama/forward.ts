@@ -26,7 +26,8 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { gatedAct } from '../../ops/activation.ts';
 import { attention } from '../../ops/attention.ts';
 import { attentionPrefill } from '../../ops/attention_prefill.ts';
-import { attentionSplitK } from '../../ops/attention_splitk.ts';
+import { attentionSplitK, SPLIT_TARGET_WORKGROUPS, splitKPartialBytes, splitShape } from '../../ops/attention_splitk.ts';
+import { StepGraphs } from '../../gpu/step_graph.ts';
 import { resolveDecodePlan, type DecodePlan } from '../decode_plan.ts';
 import {
   decodeMegakernel,
@@ -56,7 +57,7 @@ import { ropeKvWrite, type RopeKvWriteOptions } from '../../ops/rope_kv_write.ts
 import type { DecodePathCounts } from '../step.ts';
 import { add } from '../../ops/add.ts';
 import { softcap } from '../../ops/softcap.ts';
-import { attentionScale, globalRope, layerRope, mlpActivation } from './variant.ts';
+import { attentionScale, globalRope, layerRope, layerWindow, mlpActivation } from './variant.ts';
 import { layerOptions, type LayerOptions, stepAttentionOptions } from './layer_options.ts';
 import type { RecordOptions, StepGeometry, StepInputs } from '../step.ts';
 import { MEGAKERNEL_MAX_CHUNK, MEGAKERNEL_MAX_WAVES, megakernelScratchRows, megakernelWaves, type MegakernelWave } from './megakernel_waves.ts';
@@ -75,6 +76,8 @@ export interface LlamaModelOptions {
   decodeMegakernel?: MegakernelMode;
   /** Steps with prompt chunks or verify rows through the megakernel in waves (default true; false: decode steps only). */
   megakernelWaves?: boolean;
+  /** Without a plan: step graphs for decode steps (default on; DecodeSettings.stepGraphs). */
+  stepGraphs?: 'on' | 'off';
 }
 
 /** The StepInputs fields the megakernel understands; a step carrying anything else (e.g. image rows) takes the generic path. */
@@ -139,6 +142,12 @@ export class LlamaModel {
   private layerOpts: LayerOptions[] | undefined;
   /** ropeKvWrite's options per layer for steps of T tokens (the latest T seen). */
   private ropeOpts: { T: number; list: RopeKvWriteOptions[] } | undefined;
+  /** Decode steps' recorded dispatch lists, by stepGraphKey (core/gpu/step_graph.ts). */
+  readonly graphs = new StepGraphs();
+  /** Split-K partials shared by every layer of a step (attention_splitk.ts SplitAttentionOptions.partials); null without split-K. */
+  private readonly partials: { buffer: GPUBuffer; size: number } | null;
+  /** The distinct attention windows of the layers (null: global), for stepGraphKey. */
+  private readonly windows: (number | null)[];
   /** Per layer for steps of T tokens: the qkv matmul's options with rope and the KV store as its epilogue (null: rope_kv_write runs). */
   private qkvRopeOpts: { T: number; list: (MatmulOptions | null)[] } | undefined;
   /** Steps recorded per path (the /metrics counters weft_engine_steps_total, weft_megakernel_dispatches_total). */
@@ -213,6 +222,7 @@ export class LlamaModel {
         variant: ctx.variant,
         ...(opts.decodeMegakernel ? { decodeMegakernel: opts.decodeMegakernel } : {}),
         ...(opts.megakernelWeights ? { megakernelWeights: opts.megakernelWeights } : {}),
+        ...(opts.stepGraphs ? { stepGraphs: opts.stepGraphs } : {}),
       });
     const mode = this.plan.megakernel.mode;
     let tuning: MegakernelTuning = this.plan.megakernel.tuning;
@@ -269,6 +279,32 @@ export class LlamaModel {
       }
     }
     this.kvBytes = 2 * c.layers * slots * c.kvHeads * row * 4;
+    // Steps that need partials have splits >= 2, so at most SPLIT_TARGET_WORKGROUPS (token, head, split) rows.
+    const partBytes = splitKPartialBytes(1, 1, c.headDim, SPLIT_TARGET_WORKGROUPS);
+    this.partials = this.plan.attention.decode === 'splitk' ? { buffer: device.createBuffer({ size: partBytes, usage: STORAGE, label: 'splitk-partials' }), size: partBytes } : null;
+    this.windows = [...new Set(Array.from({ length: c.layers }, (_, l) => layerWindow(c, l)))];
+  }
+
+  /**
+   * The step graph key of a step recorded from the recorder's current position, or null when
+   * the step does not take a graph: decode-only steps (one token per sequence) on split-K
+   * attention over buffer caches, without image rows, a split LM head or the profiler. The key
+   * holds every host value the per-op recording depends on beyond the model itself: where the
+   * step starts in the recorder, its token, logit-row and sequence counts, and the split shape
+   * of each attention window at its latest position (the only Params that move with the
+   * context). Everything else a step changes is in the input buffer, written by upload().
+   */
+  private stepGraphKey(rec: Recorder, s: StepInputs, latest: number): string | null {
+    if (!this.plan.stepGraphs || this.plan.attention.decode !== 'splitk' || rec.ctx.profiler) return null;
+    const T = s.tokens.length;
+    if (T !== s.numSeqs || s.embedAt?.length || this.weights.headParts || this.kvTextures) return null;
+    let key = `${rec.paramsOffset}/${rec.dispatches}/${T}/${s.logitRows.length}`;
+    const c = this.cfg;
+    for (const window of this.windows) {
+      const { splitKeys, splits } = splitShape({ tokens: T, qHeads: c.heads, blockSize: this.geo.blockSize, maxBlocksPerSeq: this.geo.maxBlocksPerSeq, ...(window ? { window } : {}), maxPosition: latest });
+      key += `/${splitKeys}x${splits}`;
+    }
+    return key;
   }
 
   /** K and V textures of `floats` 4-byte elements each, or null when they exceed the adapter's texture size. */
@@ -416,6 +452,32 @@ export class LlamaModel {
     }
     if (opts.argmaxInto) throw new Error('LlamaModel.record: argmaxInto on a step that does not fuse the argmax');
     this.pathCounts.genericSteps++;
+    const latest = latestPosition(s);
+    const key = this.stepGraphKey(rec, s, latest);
+    if (key === null) return this.recordOps(rec, s, latest);
+    const graph = this.graphs.get(key);
+    if (graph && rec.replay(graph)) {
+      this.graphs.replayed++;
+      return R === 0 ? null : this.act('logits', [R, c.vocabSize]);
+    }
+    rec.capture();
+    let logits: Tensor | null;
+    try {
+      logits = await this.recordOps(rec, s, latest);
+    } finally {
+      const captured = rec.endCapture();
+      if (captured) this.graphs.set(key, captured);
+    }
+    return logits;
+  }
+
+  /** The generic path's forward, op by op (record() replays its step graph instead where one applies). */
+  private async recordOps(rec: Recorder, s: StepInputs, latest: number): Promise<Tensor | null> {
+    const c = this.cfg;
+    const T = s.tokens.length;
+    const R = s.logitRows.length;
+    const D = c.hiddenSize;
+    const w = this.weights;
     const positions = this.view('positions', T);
     const x = this.act('x', [T, D]);
     const h = this.act('h', [T, D]);
@@ -425,7 +487,6 @@ export class LlamaModel {
     const a = this.act('act', [T, c.intermediateSize]);
     const heads = { tokens: T, qHeads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, rowStride: this.qkvCols, kvDtype: this.kvDtype };
     const slots = this.view('slots', T);
-    const latest = latestPosition(s);
     const tokenSeq = this.view('tokenSeq', T);
     const blockTables = this.view('blockTables', s.numSeqs * this.geo.maxBlocksPerSeq);
     const perLayer = (this.layerOpts ??= layerOptions(c, w.layers, this.maxContext, (lw) => this.wtex(lw)));
@@ -435,6 +496,7 @@ export class LlamaModel {
       maxBlocksPerSeq: this.geo.maxBlocksPerSeq,
       maxPosition: latest,
       scale: attentionScale(c),
+      ...(this.partials ? { partials: this.partials } : {}),
       ...(c.attnSoftcap ? { softcap: c.attnSoftcap } : {}),
     }, () => this.flashKvDtype());
     // ropeKvWrite's options per layer for this token count (decode steps repeat theirs).
@@ -630,6 +692,8 @@ export class LlamaModel {
   }
 
   destroy(): void {
+    this.graphs.clear();
+    this.partials?.buffer.destroy();
     this.input.destroy();
     for (const b of Object.values(this.buf)) b.destroy();
     for (const t of [...this.cacheK, ...this.cacheV]) if (!isKvTexture(t)) t.buffer.destroy();
