@@ -13,6 +13,8 @@
  *   record — from the new Recorder to the end of recording (every dispatch encoded, bind groups
  *            and uniforms ready), `steps` steps that are then discarded unsubmitted, so the
  *            device never runs them (a B = 64 step of the 1B shape is minutes of SwiftShader);
+ *            twice, alternated step by step on two models over the same weights: through the
+ *            ops (step graphs off) and replaying the step's graph (the default path);
  *   step   — at the batches in `submitBatches` (default B = 1): record + `rec.submit()` (the
  *            uniform write and queue.submit, where Dawn translates the commands for the
  *            driver), to submit's return; the bench then waits for the device OUTSIDE the timing,
@@ -114,9 +116,12 @@ export interface HostRow {
   /** Dispatches of the timed step, and of one layer (the step's dispatches that repeat per layer). */
   dispatches: number;
   perLayer: number;
-  /** Median host µs from the Recorder's creation to the end of recording, and that per dispatch. */
+  /** Median host µs from the Recorder's creation to the end of recording through the ops (step graphs off), and that per dispatch. */
   recordUs: number;
   recordPerDispatchUs: number;
+  /** The same with step graphs on (the default): the step replays its graph (core/gpu/step_graph.ts). */
+  graphRecordUs: number;
+  graphRecordPerDispatchUs: number;
   /** Submitted steps (NaN where not submitted): median host µs to queue.submit()'s return, of the submit call alone, per dispatch. */
   stepUs: number;
   submitUs: number;
@@ -254,15 +259,10 @@ interface Timed {
 async function oneStep(ctx: GpuContext, model: LlamaModel, inputs: StepInputs, rows: SampleRow[], out: Tensor, submit: boolean): Promise<Timed> {
   const t0 = performance.now();
   const rec = ctx.recorder();
-  const ta = performance.now();
   const logits = await model.record(rec, inputs);
-  const tb = performance.now();
   await sample(rec, logits!, rows, out);
-  const tc = performance.now();
   const read = rec.readback(out, rows.length * 4);
   const t1 = performance.now();
-  const P = ((globalThis as any).PH ??= [[],[],[],[]]);
-  P[0].push(ta-t0); P[1].push(tb-ta); P[2].push(tc-tb); P[3].push(t1-tc);
   if (!submit) {
     read.catch(() => undefined);
     rec.discard();
@@ -284,6 +284,8 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
   const t = performance.now();
   const weights = await loadLlamaWeights(ctx, cfg, randomWeights(cfg), 'f16');
   log(`host: ${shape}, ${layers} of ${published.layers} layers, f16 weights (${(weights.bytes / 2 ** 20).toFixed(0)} MiB) in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+  // The same weights through two models: recording through the ops every step, and replaying step graphs (the default).
+  const ops = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'off', stepGraphs: 'off' });
   const model = new LlamaModel(ctx, cfg, weights, geo, 'f32', { decodeMegakernel: 'off' });
   const out = ctx.scratch([maxB], 'u32');
   const rows: HostRow[] = [];
@@ -293,10 +295,16 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
       inputs: decodeStep(geo, B),
       sampling: Array.from({ length: B }, (): SampleRow => ({ params: GREEDY, step: 0 })),
       recorded: [] as Timed[],
+      graphs: [] as Timed[],
       full: [] as Timed[],
     }));
-    // Warm-up: compiles every pipeline and fills the caches a serving engine has after its first steps.
-    for (const c of cases) for (let i = 0; i < o.warmup; i++) await oneStep(ctx, model, c.inputs, c.sampling, out, false);
+    // Warm-up: compiles every pipeline and fills the caches a serving engine has after its first steps (and captures the graphs).
+    for (const c of cases) {
+      for (let i = 0; i < o.warmup; i++) {
+        await oneStep(ctx, ops, c.inputs, c.sampling, out, false);
+        await oneStep(ctx, model, c.inputs, c.sampling, out, false);
+      }
+    }
     // Recorded steps in ROUNDS rounds over all batches, the order rotated per round: the host's
     // speed drifts (other processes, the allocator settling after the load), and rounds spread
     // that drift over every batch alike.
@@ -304,7 +312,10 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
     for (let r = 0; r < ROUNDS; r++) {
       for (let k = 0; k < cases.length; k++) {
         const c = cases[(k + r) % cases.length]!;
-        for (let i = 0; i < per; i++) c.recorded.push(await oneStep(ctx, model, c.inputs, c.sampling, out, false));
+        for (let i = 0; i < per; i++) {
+          c.recorded.push(await oneStep(ctx, ops, c.inputs, c.sampling, out, false));
+          c.graphs.push(await oneStep(ctx, model, c.inputs, c.sampling, out, false));
+        }
       }
     }
     for (const c of cases) {
@@ -317,8 +328,10 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
         c.full.push(await oneStep(ctx, model, c.inputs, c.sampling, out, true));
       }
     }
-    for (const { B, inputs, sampling, recorded, full } of cases) {
+    for (const { B, inputs, sampling, recorded, graphs, full } of cases) {
       const dispatches = recorded[0]!.dispatches;
+      if (graphs[0]!.dispatches !== dispatches) throw new Error(`host bench: a replayed step recorded ${graphs[0]!.dispatches} dispatches, the ops ${dispatches}`);
+      const graphRecordUs = median(graphs.map((x) => x.recordUs));
       const perLayer = (await layerDispatches(ctx, model, inputs, sampling, out, dispatches, layers)) ?? NaN;
       const recordUs = median(recorded.map((x) => x.recordUs));
       const stepUs = full.length ? median(full.map((x) => x.recordUs + x.submitUs)) : NaN;
@@ -331,19 +344,23 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
         perLayer,
         recordUs,
         recordPerDispatchUs: recordUs / dispatches,
+        graphRecordUs,
+        graphRecordPerDispatchUs: graphRecordUs / dispatches,
         stepUs,
         submitUs: full.length ? median(full.map((x) => x.submitUs)) : NaN,
         perDispatchUs: stepUs / dispatches,
         deviceMs: full.length ? median(full.map((x) => x.deviceMs)) : NaN,
       };
       log(
-        `host: ${shape} B=${B}: ${dispatches} dispatches; record ${f1(recordUs)} µs/step = ${f2(row.recordPerDispatchUs)} µs/dispatch` +
+        `host: ${shape} B=${B}: ${dispatches} dispatches; record ${f1(recordUs)} µs/step = ${f2(row.recordPerDispatchUs)} µs/dispatch; ` +
+          `graph replay ${f1(graphRecordUs)} µs/step = ${f2(row.graphRecordPerDispatchUs)} µs/dispatch` +
           (full.length ? `; record + submit ${f1(stepUs)} µs/step = ${f2(row.perDispatchUs)} µs/dispatch (submit ${f1(row.submitUs)} µs, device ${f1(row.deviceMs)} ms)` : ''),
       );
       rows.push(row);
     }
   } finally {
     ctx.free(out);
+    ops.destroy();
     model.destroy();
     destroyLlamaWeights(weights);
   }
@@ -394,20 +411,21 @@ export async function benchHost(o: HostBenchOptions = {}): Promise<HostReport> {
 export function hostTable(r: HostReport): string {
   const lines = [
     `Host time of one greedy decode step (Dawn ${r.adapter}; generic per-op path, \`${r.variant}\` kernel variant, f16 weights, f32 KV; every sequence at position ~${r.position}). ` +
-      `Record: a new Recorder to the end of recording (forward pass, sampling, ids readback; bind groups and uniforms ready), median of ${r.steps} steps recorded and discarded. ` +
-      `Record + submit: the same plus \`rec.submit()\` (one uniform write, \`queue.submit\`) to its return, median of ${r.submitSteps} submitted steps; ` +
+      `Record: a new Recorder to the end of recording (forward pass, sampling, ids readback; bind groups and uniforms ready), median of ${r.steps} steps recorded and discarded: ` +
+      'through the ops (step graphs off), and replaying the step\'s graph (the default; the same dispatches), alternated step by step. ' +
+      `Record + submit: the default path plus \`rec.submit()\` (one uniform write, \`queue.submit\`) to its return, median of ${r.submitSteps} submitted steps; ` +
       'the device computes afterwards, outside the timing (its time in the last column, for context). ' +
       'Where layers are cut, the full-depth columns are **extrapolated**: µs/dispatch × the full model\'s dispatch count (layers × dispatches/layer + the rest).',
     '',
-    '| shape | B | layers built | dispatches / step | dispatches / layer | record µs / step | record µs / dispatch | record + submit µs / step | of which submit µs | record + submit µs / dispatch | full-depth dispatches | full-depth record + submit µs / step | device ms / step |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| shape | B | layers built | dispatches / step | dispatches / layer | record µs / step, ops | record µs / dispatch, ops | record µs / step, graph | record µs / dispatch, graph | record + submit µs / step | of which submit µs | record + submit µs / dispatch | full-depth dispatches | full-depth record + submit µs / step | device ms / step |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const x of r.rows) {
     const cut = x.layers < x.fullLayers && Number.isFinite(x.perLayer);
     const fullDispatches = cut ? x.dispatches + (x.fullLayers - x.layers) * x.perLayer : x.dispatches;
     const fullUs = !Number.isFinite(x.stepUs) ? '—' : cut ? `${f1(x.perDispatchUs * fullDispatches)} (extrapolated)` : f1(x.stepUs);
     lines.push(
-      `| ${x.shape} | ${x.batch} | ${x.layers} of ${x.fullLayers} | ${x.dispatches} | ${Number.isFinite(x.perLayer) ? x.perLayer : '—'} | ${f1(x.recordUs)} | ${f2(x.recordPerDispatchUs)} | ` +
+      `| ${x.shape} | ${x.batch} | ${x.layers} of ${x.fullLayers} | ${x.dispatches} | ${Number.isFinite(x.perLayer) ? x.perLayer : '—'} | ${f1(x.recordUs)} | ${f2(x.recordPerDispatchUs)} | ${f1(x.graphRecordUs)} | ${f2(x.graphRecordPerDispatchUs)} | ` +
         `${f1(x.stepUs)} | ${f1(x.submitUs)} | ${f2(x.perDispatchUs)} | ${fullDispatches} | ${fullUs} | ${f1(x.deviceMs)} |`,
     );
   }

@@ -67,6 +67,9 @@ describe('resolveDecodePlan', () => {
     expect(resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'on', megakernelWeights: 'texture' }).megakernel).toMatchObject({ mode: 'on', tuning: { weights: 'texture' } });
     expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { decodeMegakernel: 'sometimes' as 'on' })).toThrow(/decodeMegakernel must be one of auto, on, off/);
     expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { megakernelWeights: 'textures' as 'texture' })).toThrow(/megakernelWeights/);
+    expect(resolveDecodePlan(gpu(), cfg, 'f32').stepGraphs).toBe(true);
+    expect(resolveDecodePlan(gpu(), cfg, 'f32', { stepGraphs: 'off' }).stepGraphs).toBe(false);
+    expect(() => resolveDecodePlan(gpu(), cfg, 'f32', { stepGraphs: 'no' as 'off' })).toThrow(/stepGraphs must be one of on, off/);
     expect(() => resolveDecodePlan(gpu(), cfg, 'q8', { attention: 'flash' })).toThrow(/flash cannot run this model: KV dtype q8/);
     expect(() => resolveDecodePlan(gpu(), { headDim: 256 }, 'f32', { attention: 'flash' })).toThrow(/head dim 256 > 128/);
   });

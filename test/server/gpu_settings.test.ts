@@ -29,11 +29,13 @@ describe('server GPU settings', () => {
     expect(invalid(() => gpuOptionsFromEnv(undefined, { WEFT_KERNEL_VARIANT: 'fast' })).message).toMatch(/WEFT_KERNEL_VARIANT must be one of cpu, gpu/);
   });
   it('decode settings pass through and unknown values are refused', () => {
-    expect(decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'off', WEFT_MEGAKERNEL_WEIGHTS: 'texture', WEFT_ATTENTION_KERNEL: 'paged' })).toEqual({
+    expect(decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'off', WEFT_MEGAKERNEL_WEIGHTS: 'texture', WEFT_ATTENTION_KERNEL: 'paged', WEFT_STEP_GRAPHS: 'off' })).toEqual({
       decodeMegakernel: 'off',
       megakernelWeights: 'texture',
       attention: 'paged',
+      stepGraphs: 'off',
     });
+    expect(invalid(() => decodeSettingsFromEnv({ WEFT_STEP_GRAPHS: 'false' })).message).toMatch(/WEFT_STEP_GRAPHS must be one of on, off/);
     expect(invalid(() => decodeSettingsFromEnv({ WEFT_MEGAKERNEL_WEIGHTS: 'textures' })).message).toMatch(/auto, buffer, texture/);
     expect(invalid(() => decodeSettingsFromEnv({ WEFT_DECODE_MEGAKERNEL: 'yes' })).message).toMatch(/auto, on, off/);
     expect(invalid(() => decodeSettingsFromEnv({ WEFT_ATTENTION_KERNEL: 'splitk' })).message).toMatch(/auto, paged, flash/);
