@@ -438,10 +438,7 @@ export class LlamaModel {
    */
   async record(rec: Recorder, s: StepInputs, opts: RecordOptions = {}): Promise<Tensor | null> {
     const c = this.cfg;
-    const T = s.tokens.length;
     const R = s.logitRows.length;
-    const D = c.hiddenSize;
-    const w = this.weights;
     // Decode steps, and prompt chunks in at most a few waves (megakernel_waves.ts): the megakernel.
     const waves = this.planWaves(s);
     this.upload(s, waves);
