@@ -14,23 +14,12 @@ import { matmul, matmulPlan } from '../../core/ops/matmul.ts';
 import { matmulRef } from '../../core/ops/matmul.ref.ts';
 import { gatedActRef } from '../../core/ops/activation.ref.ts';
 import { rmsNormRef } from '../../core/ops/rms_norm.ref.ts';
-import { dequantize, encodeWeight, uploadEncoded } from '../../core/ops/quant.ts';
-import { dequantizeKQuant, isKQuant, randomKQuantBlocks, repackKQuant } from '../../core/ops/quant_k.ts';
 import { assertClose, gpuFor, randn, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
+import { randomWeight } from '../helpers/random_weight.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 
 type Shape = [number, number, number]; // M, K, N
-
-/** A random weight in `dtype` on the device and its dequantized f32 values. */
-function weight(ctx: GpuContext, dtype: DType, N: number, K: number, seed: number): { tw: Tensor; wd: Float32Array } {
-  if (isKQuant(dtype)) {
-    const dev = repackKQuant(dtype, randomKQuantBlocks(dtype, N, K, seed), N, K);
-    return { tw: ctx.tensor(dev, [N, K], dtype), wd: dequantizeKQuant(dtype, dev, N, K) };
-  }
-  const enc = encodeWeight(randn(N * K, seed, 0.5), N, K, dtype);
-  return { tw: uploadEncoded(ctx, enc, N, K, dtype), wd: dequantize(dtype, enc, N, K) };
-}
 
 // Decode shapes: M over every MR (1, 2, 4, 8, 16) and in between; N past one workgroup's quads.
 const DECODE: [DType, Shape][] = [
@@ -86,7 +75,7 @@ describe.each(TEST_BACKENDS)('gpu matmul kernels on %s', (backend) => {
     const x = randn(M * K, seed);
     const b = randn(N, seed + 2);
     const y0 = randn(M * N, seed + 3);
-    const { tw, wd } = weight(ctx, dtype, N, K, seed + 1);
+    const { tw, wd } = randomWeight(ctx, dtype, N, K, seed + 1);
     const tx = ctx.tensor(x, [M, K], 'f32');
     const tb = ctx.tensor(b, [N], 'f32');
     const tyPlain = ctx.scratch([M, N]);
@@ -131,7 +120,7 @@ describe.each(TEST_BACKENDS)('gpu matmul kernels on %s', (backend) => {
     const x = randn(M * K, seed, 3);
     const wn = randn(K, seed + 4);
     const rows = gated ? 2 * N : N;
-    const { tw, wd } = weight(ctx, dtype, rows, K, seed + 1);
+    const { tw, wd } = randomWeight(ctx, dtype, rows, K, seed + 1);
     const kernels: MatmulKernels = { decode: 'sgemv', prefill: 'tile64' };
     const tx = ctx.tensor(x, [M, K], 'f32');
     const twn = ctx.tensor(wn, [K], 'f32');

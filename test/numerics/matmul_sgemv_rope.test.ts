@@ -18,9 +18,8 @@ import { matmulRef } from '../../core/ops/matmul.ref.ts';
 import { rmsNormRef } from '../../core/ops/rms_norm.ref.ts';
 import { invFreqTensor } from '../../core/ops/rope.ts';
 import { ropeKvWriteRef } from '../../core/ops/rope_kv_write.ref.ts';
-import { dequantize, encodeWeight, uploadEncoded } from '../../core/ops/quant.ts';
-import { dequantizeKQuant, isKQuant, randomKQuantBlocks, repackKQuant } from '../../core/ops/quant_k.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
+import { randomWeight } from '../helpers/random_weight.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 import { assertClose, gpuFor, randn, rng, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
 
@@ -48,16 +47,6 @@ const CASES: Case[] = [
   { wdt: 'f32', M: 9, K: 36, nH: 1, nKv: 1, hd: 24, kv: 'f16', prenorm: false, bias: false, theta: 10000 },
 ];
 
-/** A random weight in `dtype` on the device and its dequantized f32 values. */
-function weight(ctx: GpuContext, dtype: DType, N: number, K: number, seed: number): { tw: Tensor; wd: Float32Array } {
-  if (isKQuant(dtype)) {
-    const dev = repackKQuant(dtype, randomKQuantBlocks(dtype, N, K, seed), N, K);
-    return { tw: ctx.tensor(dev, [N, K], dtype), wd: dequantizeKQuant(dtype, dev, N, K) };
-  }
-  const enc = encodeWeight(randn(N * K, seed, 0.5), N, K, dtype);
-  return { tw: uploadEncoded(ctx, enc, N, K, dtype), wd: dequantize(dtype, enc, N, K) };
-}
-
 describe.each(TEST_BACKENDS)('sgemv with the rope + KV store epilogue on %s', (backend) => {
   it.each(CASES)('$wdt M=$M K=$K heads $nH/$nKv x $hd, $kv cache, prenorm=$prenorm bias=$bias', async (c) => {
     const ctx = await gpuFor(backend);
@@ -68,7 +57,7 @@ describe.each(TEST_BACKENDS)('sgemv with the rope + KV store epilogue on %s', (b
     const x = randn(c.M * c.K, seed + 1, 3);
     const wn = randn(c.K, seed + 2);
     const b = randn(N, seed + 3);
-    const { tw, wd } = weight(ctx, c.wdt, N, c.K, seed + 4);
+    const { tw, wd } = randomWeight(ctx, c.wdt, N, c.K, seed + 4);
     const numSlots = 2 * c.M + 3;
     const perm = Array.from({ length: numSlots }, (_, i) => i);
     for (let i = numSlots - 1; i > 0; i--) {
