@@ -17,7 +17,6 @@ import { rmsNormRef } from '../../core/ops/rms_norm.ref.ts';
 import { assertClose, gpuFor, randn, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
 import type { GpuContext } from '../../core/gpu/context.ts';
 import { randomWeight } from '../helpers/random_weight.ts';
-import type { Tensor } from '../../core/gpu/tensor.ts';
 
 type Shape = [number, number, number]; // M, K, N
 

@@ -18,7 +18,6 @@ import { matmulRef } from '../../core/ops/matmul.ref.ts';
 import { rmsNormRef } from '../../core/ops/rms_norm.ref.ts';
 import { invFreqTensor } from '../../core/ops/rope.ts';
 import { ropeKvWriteRef } from '../../core/ops/rope_kv_write.ref.ts';
-import type { GpuContext } from '../../core/gpu/context.ts';
 import { randomWeight } from '../helpers/random_weight.ts';
 import type { Tensor } from '../../core/gpu/tensor.ts';
 import { assertClose, gpuFor, randn, rng, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
