@@ -13,8 +13,8 @@
  *   record — from the new Recorder to the end of recording (every dispatch encoded, bind groups
  *            and uniforms ready), `steps` steps that are then discarded unsubmitted, so the
  *            device never runs them (a B = 64 step of the 1B shape is minutes of SwiftShader);
- *            twice, alternated step by step on two models over the same weights: through the
- *            ops (step graphs off) and replaying the step's graph (the default path);
+ *            twice, on two models over the same weights in alternating blocks of steps: through
+ *            the ops (step graphs off) and replaying the step's graph (the default path);
  *   step   — at the batches in `submitBatches` (default B = 1): record + `rec.submit()` (the
  *            uniform write and queue.submit, where Dawn translates the commands for the
  *            driver), to submit's return; the bench then waits for the device OUTSIDE the timing,
@@ -312,9 +312,11 @@ async function measureShape(ctx: GpuContext, shape: HostShape, layers: number, o
     for (let r = 0; r < ROUNDS; r++) {
       for (let k = 0; k < cases.length; k++) {
         const c = cases[(k + r) % cases.length]!;
-        for (let i = 0; i < per; i++) {
-          c.recorded.push(await oneStep(ctx, ops, c.inputs, c.sampling, out, false));
-          c.graphs.push(await oneStep(ctx, model, c.inputs, c.sampling, out, false));
+        // Each model in a block of steps, after one untimed step: the recorder's per-dispatch bind
+        // slots are the context's, and a step of the other model leaves them holding its groups.
+        for (const [m, into] of [[ops, c.recorded], [model, c.graphs]] as const) {
+          await oneStep(ctx, m, c.inputs, c.sampling, out, false);
+          for (let i = 0; i < per; i++) into.push(await oneStep(ctx, m, c.inputs, c.sampling, out, false));
         }
       }
     }
@@ -412,7 +414,7 @@ export function hostTable(r: HostReport): string {
   const lines = [
     `Host time of one greedy decode step (Dawn ${r.adapter}; generic per-op path, \`${r.variant}\` kernel variant, f16 weights, f32 KV; every sequence at position ~${r.position}). ` +
       `Record: a new Recorder to the end of recording (forward pass, sampling, ids readback; bind groups and uniforms ready), median of ${r.steps} steps recorded and discarded: ` +
-      'through the ops (step graphs off), and replaying the step\'s graph (the default; the same dispatches), alternated step by step. ' +
+      'through the ops (step graphs off), and replaying the step\'s graph (the default; the same dispatches), in alternating blocks. ' +
       `Record + submit: the default path plus \`rec.submit()\` (one uniform write, \`queue.submit\`) to its return, median of ${r.submitSteps} submitted steps; ` +
       'the device computes afterwards, outside the timing (its time in the last column, for context). ' +
       'Where layers are cut, the full-depth columns are **extrapolated**: µs/dispatch × the full model\'s dispatch count (layers × dispatches/layer + the rest).',
