@@ -11,11 +11,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { type LoadedDecoder, loadDecoder } from '../../core/api/load_decoder.ts';
 import { GpuContext } from '../../core/gpu/context.ts';
 import { add } from '../../core/ops/add.ts';
+import { Recorder } from '../../core/gpu/recorder.ts';
 import { StepGraphs } from '../../core/gpu/step_graph.ts';
 import { dirSource } from '../../server/fs_source.ts';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
 import { gpuFor, randn, TEST_BACKENDS } from '../helpers/gpu.ts';
 import { PROMPT_IDS, REFERENCE_IDS } from '../models/stories260k.fixture.ts';
+import { allPositionLogits } from '../helpers/tiny_decoder.ts';
 
 describe.each(TEST_BACKENDS)('step graphs on %s', (backend) => {
   it('a replay computes what the capture computed, from the inputs written since', async () => {
@@ -123,6 +125,32 @@ describe.each(TEST_BACKENDS)('stories260K with and without step graphs (%s, gpu 
     const long = await loaded.engine.complete(prompt, { maxNewTokens: 16, sampling: greedy, stop: [] });
     return { ids: batch.map((r) => r.tokenIds), long: long.tokenIds, loaded };
   };
+
+  it('a recording cut short by an error leaves no graph; the next step captures a whole one', async () => {
+    const ctx = await GpuContext.create({ backend, variant: 'gpu' });
+    const loaded = await loadDecoder(ctx, dirSource(DEFAULT_MODEL_DIR), { maxSeqs: 4, decode: { decodeMegakernel: 'off' } });
+    open.push({ ctx, loaded });
+    const graphs = loaded.model.graphs;
+    const token = [PROMPT_IDS[1]!]; // one token at position 0: a decode-only step
+    const proto = Recorder.prototype;
+    const dispatch = proto.dispatch;
+    let n = 0;
+    proto.dispatch = function (this: Recorder, ...args: Parameters<Recorder['dispatch']>): void {
+      if (++n === 5) throw new Error('injected failure');
+      dispatch.apply(this, args);
+    };
+    try {
+      await expect(allPositionLogits(loaded, token)).rejects.toThrow('injected failure');
+    } finally {
+      proto.dispatch = dispatch;
+    }
+    expect(graphs.size).toBe(0);
+    const first = await allPositionLogits(loaded, token); // recorded through the ops, captured
+    expect([graphs.captured, graphs.replayed]).toEqual([1, 0]);
+    const again = await allPositionLogits(loaded, token); // replayed
+    expect([graphs.captured, graphs.replayed]).toEqual([1, 1]);
+    expect(again).toEqual(first);
+  });
 
   it('generates the same greedy ids, replaying graphs after the first step of each shape', async () => {
     const off = await run('off');

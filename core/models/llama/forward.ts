@@ -461,10 +461,12 @@ export class LlamaModel {
     let logits: Tensor | null;
     try {
       logits = await this.recordOps(rec, s, latest);
-    } finally {
-      const captured = rec.endCapture();
-      if (captured) this.graphs.set(key, captured);
+    } catch (e) {
+      rec.endCapture(); // a recording cut short is no graph
+      throw e;
     }
+    const captured = rec.endCapture();
+    if (captured) this.graphs.set(key, captured);
     return logits;
   }
 
