@@ -42,12 +42,8 @@ fn ropePair(m: u32, t: u32, lo: vec4<f32>, hi: vec4<f32>) {
   if (m >= p.M || h >= p.nH + 2u * p.nKv) { return; }
   let c0 = h * p.hd + 4u * j;
   let c1 = c0 + p.hd / 2u;
-  var x0 = lo;
-  var x1 = hi;
-  if ((p.flags & 1u) != 0u) {
-    x0 += vec4<f32>(bias[c0], bias[c0 + 1u], bias[c0 + 2u], bias[c0 + 3u]);
-    x1 += vec4<f32>(bias[c1], bias[c1 + 1u], bias[c1 + 2u], bias[c1 + 3u]);
-  }
+  let x0 = withBias(lo, c0);
+  let x1 = withBias(hi, c1);
   let slot = slots[m];
   let hd4 = p.hd / 4u;
   if (h >= p.nH + p.nKv) {  // v head: stored as computed

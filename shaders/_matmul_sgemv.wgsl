@@ -60,12 +60,8 @@ fn ropeKvStore(m: u32, n0: u32, lo: vec4<f32>, hi: vec4<f32>) {
   let h = n0 / p.hd;     // q heads, then k heads, then v heads
   let j4 = n0 % p.hd;    // element offset of lo within its head (< hd / 2)
   let n1 = n0 + p.hd / 2u;
-  var y0 = lo;
-  var y1 = hi;
-  if ((p.flags & 1u) != 0u) {
-    y0 += vec4<f32>(bias[n0], bias[n0 + 1u], bias[n0 + 2u], bias[n0 + 3u]);
-    y1 += vec4<f32>(bias[n1], bias[n1 + 1u], bias[n1 + 2u], bias[n1 + 3u]);
-  }
+  var y0 = withBias(lo, n0);
+  var y1 = withBias(hi, n1);
   if (h < p.nH + p.nKv) {
     let pos = f32(positions[m]);
     for (var e = 0u; e < 4u; e++) {

@@ -204,6 +204,12 @@ fn store(m: u32, n: u32, v: f32) {
   y[o] = r;
 }
 
+// v + bias[n..n+3] where flags bit 0 says (the rope epilogues: a quad's sums before rotating).
+fn withBias(v: vec4<f32>, n: u32) -> vec4<f32> {
+  if ((p.flags & 1u) != 0u) { return v + vec4<f32>(bias[n], bias[n + 1u], bias[n + 2u], bias[n + 3u]); }
+  return v;
+}
+
 fn storeRow(m: u32, n0: u32, v: vec4<f32>) {
   store(m, n0, v.x);
   store(m, n0 + 1u, v.y);
