@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { attentionRef } from '../../core/ops/attention.ref.ts';
-import { attentionSplitK, MIN_SPLIT_KEYS, splitKeysFor, type SplitKvDtype } from '../../core/ops/attention_splitk.ts';
+import { attentionSplitK, MIN_SPLIT_KEYS, splitKeysFor, splitKPartialBytes, splitShape, type SplitKvDtype } from '../../core/ops/attention_splitk.ts';
 import { attentionSplitKRef } from '../../core/ops/attention_splitk.ref.ts';
 import { assertClose, gpuFor, TEST_BACKENDS, TOL_F32 } from '../helpers/gpu.ts';
 import { splitSetup, toHalves, type SplitCase } from '../helpers/splitk_cases.ts';
@@ -93,4 +93,40 @@ describe.each(TEST_BACKENDS)('attentionSplitK on %s', (backend) => {
       ctx.free(out);
     });
   }
+});
+
+describe.each(TEST_BACKENDS)('attentionSplitK with one partials buffer for several calls on %s', (backend) => {
+  it('two layers in one step through the same partials buffer match the reference, without step scratch', async () => {
+    const ctx = await gpuFor(backend);
+    const c = CASES[1]!; // decode of 3 lengths, splits of 64
+    const s = splitSetup(c, 4242);
+    const maxPosition = Math.max(...s.positions);
+    const base = { tokens: s.T, qHeads: c.nH, kvHeads: c.nKv, headDim: c.hd, rowStride: s.qkvCols, blockSize: c.bs, maxBlocksPerSeq: s.maxBlocks, maxPosition, splitKeys: 64 };
+    const layers = [base, { ...base, window: 100 }]; // a global layer, then a sliding one: different split counts
+    const shapes = layers.map((o) => splitShape(o));
+    expect(shapes.map((x) => x.splits)).toEqual([Math.ceil((maxPosition + 1) / 64), 2]);
+    const bytes = Math.max(...shapes.map((x) => splitKPartialBytes(s.T, c.nH, c.hd, x.splits)));
+    const partials = { buffer: ctx.device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE }), size: bytes };
+    const tq = ctx.tensor(s.qkv, [s.T, s.qkvCols], 'f32');
+    const tk = ctx.tensor(s.kf, [s.kf.length], 'f32');
+    const tv = ctx.tensor(s.vf, [s.vf.length], 'f32');
+    const tp = ctx.tensor(s.positions, [s.T], 'u32');
+    const ts = ctx.tensor(s.tokenSeq, [s.T], 'u32');
+    const tb = ctx.tensor(s.blockTables, [s.blockTables.length], 'u32');
+    const outs = layers.map(() => ctx.scratch([s.T, c.nH * c.hd]));
+    const rec = ctx.recorder();
+    rec.capture(); // step scratch would break the capture: none is taken
+    for (let l = 0; l < layers.length; l++) await attentionSplitK(rec, tq, tk, tv, tp, ts, tb, outs[l]!, { ...layers[l]!, partials });
+    expect(rec.endCapture()).not.toBeNull();
+    expect(rec.dispatches).toBe(4);
+    const backs = outs.map((o) => rec.readback(o));
+    rec.submit();
+    for (let l = 0; l < layers.length; l++) {
+      const want = attentionRef(s.qkv, s.kf, s.vf, s.positions, s.tokenSeq, s.blockTables, layers[l]!);
+      assertClose(new Float32Array(await backs[l]!), want, TOL_F32, `layer ${l}`);
+    }
+    for (const t of [tq, tk, tv, tp, ts, tb]) t.buffer.destroy();
+    partials.buffer.destroy();
+    for (const o of outs) ctx.free(o);
+  });
 });
