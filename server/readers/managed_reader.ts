@@ -214,6 +214,10 @@ export class ManagedReader {
         this.api = new RemoteReader(worker, m.content as ReaderInfo);
         this.state = 'ready';
         this.error = null;
+        // The idle clock starts when the replica can serve: one that loaded for longer than
+        // scale_down_after_seconds was otherwise drained the moment it was ready, before the
+        // client told to retry (503 reader_starting) came back for it.
+        if (this.inFlightCount === 0) this.idleSince = Date.now();
         if (this.spec.remote) this.backoffStep = 0;
         this.settle();
       } else if (m.kind === 'failed') {

@@ -15,6 +15,7 @@ import { Svcm } from '@nats-io/services';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_MODEL_DIR } from '../../server/paths.ts';
+import { STREAM_IDLE_MS } from '../../server/readers/nats_subjects.ts';
 import { kill, readerGroups, sleep, startFrontEnd, startNats, startReader, stream, type FrontEnd, type NatsServer, type ReaderProc } from './nats_helpers.ts';
 import { until } from './remote_helpers.ts';
 
@@ -101,10 +102,13 @@ describe('readers and front ends on NATS', () => {
     const results = await Promise.all(pending);
     expect(killedAt).toBeGreaterThan(0);
     const failed = results.filter(({ r }) => r.error !== null);
+    console.log(`reader kill: ${failed.length} of ${results.length} streams failed (${[...new Set(failed.map(({ r }) => r.error))].join(', ')}), the last ${Math.max(...failed.map(({ at }) => at - killedAt))} ms after the kill`);
     expect(failed.length).toBeGreaterThan(0);
     for (const { r, at } of failed) {
       expect(r.error).toBe('reader_disconnected');
-      expect(at - killedAt).toBeLessThan(3_000); // "at once": no response-side timeout involved
+      // "At once": the next liveness poll finds no responders; no stream idle timeout is involved.
+      // The bound leaves a loaded machine room for delayed polls yet stays far below that timeout.
+      expect(at - killedAt).toBeLessThan(STREAM_IDLE_MS / 3);
     }
     for (const { r } of results.filter(({ r }) => r.error === null)) expect(r.ids).toHaveLength(300);
     // Gone from both front ends' lists; the group keeps serving on the other two.

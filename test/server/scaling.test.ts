@@ -108,15 +108,22 @@ describe('scaling over HTTP', () => {
 
   it('answers 503 reader_starting with Retry-After when a cold start outlasts the timeout, then serves', async () => {
     await until('scale to zero', async () => (await group()).state === 'scaled_to_zero', 20_000);
-    expect((await patch({ cold_start_timeout_seconds: 0.05 })).status).toBe(200);
-    const res = await generate(1);
-    expect(res.status).toBe(503);
-    expect(res.headers.get('retry-after')).toBe('2');
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('reader_starting');
-    // The replica it started keeps loading; once ready, requests are served.
-    await until('the cold-started replica', async () => (await group()).state === 'ready', 60_000);
-    expect((await generate(1)).status).toBe(200);
-    expect((await patch({ cold_start_timeout_seconds: 60 })).status).toBe(200);
+    // An idle time shorter than the load (about 0.9 s here): the replica must still be there when
+    // the client comes back, its idle clock started when it became ready, not when it began loading.
+    expect((await patch({ cold_start_timeout_seconds: 0.05, scale_down_after_seconds: 0.6 })).status).toBe(200);
+    try {
+      const res = await generate(1);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('2');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('reader_starting');
+      // The replica it started keeps loading; once ready, the retry is served.
+      await until('the cold-started replica', async () => (await group()).state === 'ready', 60_000, 20);
+      await sleep(300); // more than one scaler tick (250 ms), less than the idle time
+      expect((await generate(1)).status).toBe(200);
+    } finally {
+      // Restored even when an expectation fails, so the tests after this one see the group's own policy.
+      expect((await patch({ cold_start_timeout_seconds: 60, scale_down_after_seconds: 1 })).status).toBe(200);
+    }
   });
 
   it('adds a replica under queued load (up to max_replicas) and removes it when idle', async () => {
