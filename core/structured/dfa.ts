@@ -14,10 +14,20 @@ import type { Nfa } from './nfa.ts';
 
 const UNKNOWN = -2;
 
+/** What a charStep returns when it cannot tell without stepping the character's bytes one by one. */
+export const STEP_BYTES = -3;
+
 export class Dfa {
   private readonly sets: Int32Array[] = [];
-  private readonly index = new Map<string, number>();
+  /** Set hash → first state with it; `chain[id]` → the next state with the same hash (-1: none). */
+  private readonly index = new Map<number, number>();
+  private readonly chain: number[] = [];
+  /** NFA state q → the DFA state whose set is exactly {q} (most sets are one state; UNKNOWN: none yet). */
+  private readonly byOne: Int32Array;
   private readonly rows: Int32Array[] = [];
+  /** Rows are views into shared blocks: one 1 KB ArrayBuffer per state made most of a first mask's time. */
+  private block = new Int32Array(0);
+  private blockUsed = 0;
   private readonly acc: boolean[] = [];
   /** Whether the row of a state is fully computed. */
   private readonly full: boolean[] = [];
@@ -48,6 +58,7 @@ export class Dfa {
     }
     for (let c = 0; c < this.classFirst.length; c++) this.buckets.push([]);
     this.single = new Int32Array(nfa.size).fill(UNKNOWN);
+    this.byOne = new Int32Array(nfa.size).fill(UNKNOWN);
     const s = this.closure([nfa.start]);
     this.dead = s.length === 0 || (nfa.eps[nfa.start]!.length === 0 && nfa.edges[nfa.start]!.length === 0 && nfa.calls[nfa.start]!.length === 0 && nfa.start !== nfa.final);
     this.start = this.intern(s);
@@ -91,18 +102,30 @@ export class Dfa {
         }
       }
     }
+    if (out.length === 1) return Int32Array.of(out[0]!);
     return Int32Array.from(out).sort();
   }
 
   private intern(set: Int32Array): number {
-    const key = set.join(',');
-    let id = this.index.get(key);
-    if (id !== undefined) return id;
+    let id: number;
+    if (set.length === 1) {
+      id = this.byOne[set[0]!]!;
+      if (id !== UNKNOWN) return id;
+      id = this.sets.length;
+      this.byOne[set[0]!] = id;
+    } else {
+      const h = hashSet(set);
+      const first = this.index.get(h);
+      for (let x = first ?? -1; x >= 0; x = this.chain[x]!) if (sameSet(this.sets[x]!, set)) return x;
+      id = this.sets.length;
+      // New states go first in their hash's list: the list is walked whole on a miss anyway.
+      this.chain[id] = first ?? -1;
+      this.index.set(h, id);
+    }
     charge();
-    id = this.sets.length;
     this.sets.push(set);
-    this.index.set(key, id);
-    this.rows.push(new Int32Array(256).fill(UNKNOWN));
+    this.chain[id] ??= -1;
+    this.rows.push(this.newRow());
     this.full.push(false);
     let acc = false;
     let out = false;
@@ -114,6 +137,17 @@ export class Dfa {
     this.bytesOut.push(out);
     this.callCache.push(undefined);
     return id;
+  }
+
+  /** A 256-entry row of UNKNOWN, carved from a shared block (blocks double up to 1 MB). */
+  private newRow(): Int32Array {
+    if (this.blockUsed + 256 > this.block.length) {
+      this.block = new Int32Array(Math.min(256 * 1024, Math.max(256 * 16, this.block.length * 2))).fill(UNKNOWN);
+      this.blockUsed = 0;
+    }
+    const row = this.block.subarray(this.blockUsed, this.blockUsed + 256);
+    this.blockUsed += 256;
+    return row;
   }
 
   private target(targets: number[]): number {
@@ -174,6 +208,65 @@ export class Dfa {
     return row;
   }
 
+  /**
+   * The state one whole character of `shape` (a byte range per UTF-8 byte)
+   * leads to from `s` when all its byte sequences lead to the same one; -1
+   * when one dies or they disagree. Worked out on the NFA sets, one byte class
+   * at a time: the states between the character's bytes are never interned
+   * (a counted string's first mask made about 16 of them per count, each with
+   * a 256-entry row, only to learn that every character moves the count on).
+   * `bytesOnly`: STEP_BYTES when a set between the bytes is final or calls.
+   */
+  charStep(s: number, shape: ReadonlyArray<readonly [number, number]>, bytesOnly = false): number {
+    let set = this.sets[s]!;
+    // The state so far while it is a known one (-1 after a byte worked out on sets alone).
+    let cur = s;
+    for (let i = 0; i < shape.length; i++) {
+      // bytesOnly (a frame of a pushdown rule): between the bytes, no state may end the rule or
+      // call another, which would let the bytes after it be taken elsewhere.
+      if (i > 0 && bytesOnly && !this.onlyBytes(set)) return STEP_BYTES;
+      const [lo, hi] = shape[i]!;
+      if (cur >= 0 && this.full[cur]) {
+        // A state whose row is built: read it.
+        const row = this.rows[cur]!;
+        const t = row[lo]!;
+        if (t < 0) return -1;
+        for (let b = lo + 1; b <= hi; b++) if (row[b] !== t) return -1;
+        cur = t;
+        set = this.sets[t]!;
+        continue;
+      }
+      cur = -1;
+      let next: Int32Array | null = null;
+      for (let c = this.classOf[lo]!, last = this.classOf[hi]!; c <= last; c++) {
+        const t = this.move(set, c === this.classOf[lo] ? lo : this.classFirst[c]!);
+        if (t === null) return -1;
+        if (next === null) next = t;
+        else if (!sameSet(next, t)) return -1;
+      }
+      set = next!;
+    }
+    return cur >= 0 ? cur : this.intern(set);
+  }
+
+  /** Whether none of the NFA states `set` is final or has a call edge. */
+  private onlyBytes(set: Int32Array): boolean {
+    for (const q of set) if (q === this.nfa.final || this.nfa.calls[q]!.length > 0) return false;
+    return true;
+  }
+
+  /** The ε-closed set byte `b` leads to from the NFA states `set`; null if none. */
+  private move(set: Int32Array, b: number): Int32Array | null {
+    const targets: number[] = [];
+    for (const q of set) {
+      const e = this.nfa.edges[q]!;
+      for (let k = 0; k < e.length; k += 3) if (b >= e[k]! && b <= e[k + 1]!) targets.push(e[k + 2]!);
+    }
+    if (targets.length === 0) return null;
+    const t = this.closure(targets);
+    return t.length ? t : null;
+  }
+
   /** Calls available from `s`: [rule, DFA state to resume in after the callee returns]. */
   calls(s: number): ReadonlyArray<[number, number]> {
     const hit = this.callCache[s];
@@ -204,4 +297,17 @@ export class Dfa {
       this.calls(s);
     }
   }
+}
+
+/** FNV-1a over a set's members (sorted NFA state ids). */
+function hashSet(set: Int32Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < set.length; i++) h = Math.imul(h ^ set[i]!, 0x01000193);
+  return h;
+}
+
+function sameSet(a: Int32Array, b: Int32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

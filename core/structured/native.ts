@@ -24,7 +24,7 @@ import type { ConstraintState } from './index.ts';
 import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { type FirstCharSplit, PlainTable, splitAtFirst } from './plain_table.ts';
+import { type FirstCharSplit, PlainTable, type Shapes, splitAtFirst } from './plain_table.ts';
 import { type ClassExits, clearBit, type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
 import { BOTTOM, grown, ROOT, StackSpace } from './stack_space.ts';
 
@@ -172,10 +172,13 @@ export class NativeGrammar {
       if (callFree) {
         // A rule without calls: walk its DFA directly (escapes happen in accepting states).
         if (fol[b] && d.accepting(cur)) record(i, dd - 1);
-        nx = d.stepAll(cur)[b]!;
+        // Tails (shift set) start with the few bytes that end plain text: one transition each from
+        // the chain's states, not their whole rows (a counted string's row would intern a state
+        // per UTF-8 lead byte). Deeper, whole rows: a state with many live bytes pays less so.
+        nx = shift && dd === 1 ? d.step(cur, b) : d.stepAll(cur)[b]!;
       } else {
         if (fol[b] && sp.closure(cur).escapes) record(i, dd - 1);
-        nx = sp.step(cur, b);
+        nx = shift && dd === 1 ? sp.stepOne(cur, b) : sp.step(cur, b); // as above
       }
       if (nx < 0) {
         i = skip[i]!;
@@ -340,7 +343,8 @@ export class NativeGrammar {
     let table = this.classTables.get(key);
     if (!table) {
       const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => this.local.closure(x).escapes;
-      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes);
+      const d = this.machines[m]!;
+      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes, callFree ? (x, sh) => d.charStep(x, sh) : (x, sh) => this.local.charStep(x, sh));
       this.classTables.set(key, table);
     }
     return { cls, table };
@@ -354,10 +358,10 @@ export class NativeGrammar {
     const cap = this.trie.maxPlain;
     if (callFree) {
       const d = this.machines[m]!;
-      return (this.plainDfa[m] ??= new PlainTable((x, b) => d.stepAll(x)[b]!, (x) => d.accepting(x), cap));
+      return (this.plainDfa[m] ??= new PlainTable((x, b) => d.stepAll(x)[b]!, (x) => d.accepting(x), cap, undefined, (x, sh) => d.charStep(x, sh)));
     }
     const sp = this.local;
-    return (this.plainSets ??= new PlainTable((x, b) => sp.step(x, b), (x) => sp.closure(x).escapes, cap));
+    return (this.plainSets ??= new PlainTable((x, b) => sp.step(x, b), (x) => sp.closure(x).escapes, cap, undefined, (x, sh) => sp.charStep(x, sh)));
   }
 
   begin(): ConstraintState {
@@ -382,7 +386,8 @@ export class NativeGrammar {
       // Free text after its first character (an open object's key)?
       const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
       const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
-      split = splitAtFirst(table, step, escapes, root, trie.maxPlain);
+      const charStep = callFree ? (x: number, sh: Shapes[number]): number => this.machines[m]!.charStep(x, sh) : (x: number, sh: Shapes[number]): number => sp.charStep(x, sh);
+      split = splitAtFirst(table, step, escapes, root, trie.maxPlain, charStep);
       // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
       const k = split ? null : this.asciiRun(m, callFree, root);
       if (k) {

@@ -5,6 +5,8 @@
  * vocabulary trie with it).
  */
 
+import { STEP_BYTES } from './dfa.ts';
+
 /**
  * Byte ranges of every plain character (trie.ts): printable ASCII but `"` and
  * `\\`, then each UTF-8 length by lead byte, without overlong, surrogate or
@@ -49,6 +51,11 @@ export class PlainTable {
     private readonly escapes: (s: number) => boolean,
     private readonly cap: number,
     private readonly shapes: Shapes = PLAIN_SHAPES,
+    /**
+     * Where one whole character of a shape leads (Dfa.charStep, StackSpace.charStep), or
+     * STEP_BYTES: spares interning the states between its bytes.
+     */
+    private readonly charStep?: (s: number, shape: Shapes[number]) => number,
   ) {}
 
   private grow(s: number): void {
@@ -64,7 +71,7 @@ export class PlainTable {
 
   next(s: number): number {
     this.grow(s);
-    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s, this.shapes);
+    if (this.nexts[s] === -2) this.nexts[s] = plainStep(this.step, s, this.shapes, this.charStep);
     return this.nexts[s]!;
   }
 
@@ -141,19 +148,29 @@ export class PlainTable {
   }
 }
 
-/** The state every plain character leads to from `s`, or -1 if some is dead or they disagree. */
-function plainStep(step: (s: number, b: number) => number, s: number, shapes: Shapes): number {
+/** Where one character of `shape` leads from `s`, byte by byte: -1 if a sequence dies or they disagree. */
+function shapeStep(step: (s: number, b: number) => number, s: number, shape: Shapes[number]): number {
+  let x = s;
+  for (const [lo, hi] of shape) {
+    const t = step(x, lo);
+    if (t < 0) return -1;
+    for (let b = lo + 1; b <= hi; b++) if (step(x, b) !== t) return -1;
+    x = t;
+  }
+  return x;
+}
+
+/**
+ * The state every plain character leads to from `s`, or -1 if some is dead or
+ * they disagree; by whole characters where `charStep` can tell.
+ */
+function plainStep(step: (s: number, b: number) => number, s: number, shapes: Shapes, charStep?: (s: number, shape: Shapes[number]) => number): number {
   let next = -1;
   for (const shape of shapes) {
-    let x = s;
-    for (const [lo, hi] of shape) {
-      const t = step(x, lo);
-      if (t < 0) return -1;
-      for (let b = lo + 1; b <= hi; b++) if (step(x, b) !== t) return -1;
-      x = t;
-    }
-    if (next === -1) next = x;
-    else if (x !== next) return -1;
+    let x = charStep ? charStep(s, shape) : STEP_BYTES;
+    if (x === STEP_BYTES) x = shapeStep(step, s, shape);
+    if (x < 0 || (next !== -1 && x !== next)) return -1;
+    next = x;
   }
   return next;
 }
@@ -182,9 +199,16 @@ export interface FirstCharSplit {
  * nor a state of S's chain can leave the frame, the mask can be settled like
  * free text for every token not starting with an odd byte. Null otherwise.
  */
-export function splitAtFirst(table: PlainTable, step: (s: number, b: number) => number, escapes: (s: number) => boolean, s: number, cap: number): FirstCharSplit | null {
+export function splitAtFirst(
+  table: PlainTable,
+  step: (s: number, b: number) => number,
+  escapes: (s: number) => boolean,
+  s: number,
+  cap: number,
+  charStep?: (s: number, shape: Shapes[number]) => number,
+): FirstCharSplit | null {
   if (escapes(s)) return null;
-  const next = plainStep(step, s, MULTI_BYTE_SHAPES);
+  const next = plainStep(step, s, MULTI_BYTE_SHAPES, charStep);
   if (next < 0) return null;
   const odd: number[] = [];
   for (const shape of ASCII_SHAPES) {

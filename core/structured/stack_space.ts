@@ -5,13 +5,16 @@
  * and its 256 byte transitions cached. A decoding state is a set id; the
  * mask walks (native.ts) step sets byte by byte.
  */
-import type { Dfa } from './dfa.ts';
+import { type Dfa, STEP_BYTES } from './dfa.ts';
 import { FAR } from './distance.ts';
 
 /** Parent of a frame at the bottom of the whole stack (returning from it accepts the value). */
 export const ROOT = -1;
 /** Parent of a frame whose mask entry is computed alone (returning from it escapes to whatever is below). */
 export const BOTTOM = -2;
+
+/** A transition not computed yet. */
+const UNKNOWN = -2;
 
 export interface Closure {
   readonly frames: Int32Array;
@@ -39,7 +42,9 @@ export class StackSpace {
   /** Sets of one frame (nearly all of them), by that frame. */
   private readonly single = new Map<number, number>();
   private readonly clo: Array<Closure | undefined> = [];
+  /** Per set: its transitions (UNKNOWN where stepOne has not been asked yet, unless full). */
   private readonly rows: Array<Int32Array | undefined> = [];
+  private readonly full: boolean[] = [];
 
   private frameDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
   private setDist: Int32Array<ArrayBuffer> = new Int32Array(64).fill(-1);
@@ -118,6 +123,7 @@ export class StackSpace {
     this.sets.push(sorted);
     this.clo.push(undefined);
     this.rows.push(undefined);
+    this.full.push(false);
     return id;
   }
 
@@ -154,8 +160,43 @@ export class StackSpace {
     return c;
   }
 
+  /**
+   * Where one whole character of `shape` leads from set `id` (Dfa.charStep on
+   * its one live frame, no set interned between the bytes); STEP_BYTES when
+   * the set's closure has several frames or the character may cross a return.
+   */
+  charStep(id: number, shape: ReadonlyArray<readonly [number, number]>): number {
+    const frames = this.closure(id).frames;
+    if (frames.length !== 1) return STEP_BYTES;
+    const f = frames[0]!;
+    const m = this.fm[f]!;
+    const x = this.machines[m]!.charStep(this.fs[f]!, shape, true);
+    return x < 0 ? x : this.set([this.frame(m, x, this.fp[f]!)]);
+  }
+
   step(id: number, b: number): number {
-    return (this.rows[id] ?? this.row(id))[b]!;
+    const r = this.rows[id];
+    return (r && this.full[id] ? r : this.row(id))[b]!;
+  }
+
+  /**
+   * One transition, without the set's whole row (tails of tokens leaving
+   * plain text step a few bytes from many sets: a row per set interned a set
+   * per UTF-8 lead byte).
+   */
+  stepOne(id: number, b: number): number {
+    let r = this.rows[id];
+    if (!r) this.rows[id] = r = new Int32Array(256).fill(UNKNOWN);
+    let t = r[b]!;
+    if (t !== UNKNOWN) return t;
+    const next: number[] = [];
+    for (const f of this.closure(id).frames) {
+      const x = this.machines[this.fm[f]!]!.step(this.fs[f]!, b);
+      if (x >= 0) next.push(this.frame(this.fm[f]!, x, this.fp[f]!));
+    }
+    t = next.length ? this.set(next) : -1;
+    r[b] = t;
+    return t;
   }
 
   /**
@@ -185,6 +226,7 @@ export class StackSpace {
         row[b] = t;
       }
       this.rows[id] = row;
+      this.full[id] = true;
       return row;
     }
     const memo = new Map<string, number>();
@@ -210,6 +252,7 @@ export class StackSpace {
       row[b] = t;
     }
     this.rows[id] = row;
+    this.full[id] = true;
     return row;
   }
 }

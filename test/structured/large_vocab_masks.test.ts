@@ -40,6 +40,9 @@ const FILES = [
   'additional-schema.json',
   'optional-only.json',
   'nested-deep.json',
+  'allof-merge.json', // an open key inside a pushdown rule: plain characters stepped whole on the stack
+  'allof-strings.json', // a counted free pattern
+  'fn-get-weather.json', // a counted string closed by a key list
 ];
 
 /** Every declared property name in a schema (their first bytes are where an open key's mask shortcut differs). */
