@@ -24,12 +24,15 @@ import type { ConstraintState } from './index.ts';
 import { FAR, shortestCompletions } from './distance.ts';
 import { buildNfa, type Nfa, trim } from './nfa.ts';
 import type { GrammarAst } from './schema.ts';
-import { type FirstCharSplit, PlainTable, type Shapes, splitAtFirst } from './plain_table.ts';
+import { type FirstCharSplit, oddBytes, PlainTable, plainShapesExcept, type Shapes, splitAtFirst } from './plain_table.ts';
 import { type ClassExits, clearBit, type FlatTrie, hasBit, MaskPool, setBit, type TextClass, type TokenTrie } from './trie.ts';
 import { BOTTOM, grown, ROOT, StackSpace } from './stack_space.ts';
 
 /** Most tokens walkExits steps one by one (tokens that leave a run after its first byte); past it, the trie walk. */
 const MAX_EXIT_TOKENS = 3000;
+
+/** Most ASCII characters a state may take its own way while the rest of plain text is one class (plainExceptRun). */
+const MAX_PLAIN_ODD = 8;
 
 
 /** What one mask computation collects. */
@@ -108,7 +111,7 @@ export class NativeGrammar {
   private walk(w: Walk, t: Omit<FlatTrie, 'groupStart'>, lo: number, hi: number, start: number, shift: Int32Array | null, skipPlain: boolean): void {
     const { byte, depth, skip, tokStart, tokCount, tokens } = t;
     const { tokAt } = this.trie;
-    const { sufMax, sufMin, ascii } = w.cls;
+    const { sufMax, sufMin, ascii, odd } = w.cls;
     const { asciiBelow, highBelow, reachMax, reachMin } = this.trie;
     const k0 = ascii ? ~ascii[0]! : 0;
     const k1 = ascii ? ~ascii[1]! : 0;
@@ -120,6 +123,16 @@ export class NativeGrammar {
       if (b >= 128 || (ascii![b >> 5]! & (1 << (b & 31))) === 0 || highBelow[i] !== 0) return false;
       const o = i * 4;
       return ((asciiBelow[o]! & k0) | (asciiBelow[o + 1]! & k1) | (asciiBelow[o + 2]! & k2) | (asciiBelow[o + 3]! & k3)) === 0;
+    };
+    const o0 = odd ? odd[0]! : 0;
+    const o1 = odd ? odd[1]! : 0;
+    const o2 = odd ? odd[2]! : 0;
+    const o3 = odd ? odd[3]! : 0;
+    // Plain text but a few ASCII bytes: whether none of them occurs in node i's subtree.
+    const noOdd = (i: number): boolean => {
+      if (!odd) return true;
+      const o = i * 4;
+      return ((asciiBelow[o]! & o0) | (asciiBelow[o + 1]! & o1) | (asciiBelow[o + 2]! & o2) | (asciiBelow[o + 3]! & o3)) === 0;
     };
     const { certain, unc, table } = w;
     const callFree = w.callFree;
@@ -151,7 +164,7 @@ export class NativeGrammar {
         const settle = sm <= pd;
         const dead = (info & 1) !== 0 && (dd === 1 || (sufMin ? sufMin[i]! : reachMin[i]!) > pd);
         // The class test last: it is the costly part for ASCII sets, and most nodes need neither case.
-        if ((settle || dead) && (sufMax ? sm >= 0 : inClass(i))) {
+        if ((settle || dead) && (sufMax ? sm >= 0 && noOdd(i) : inClass(i))) {
           if (settle) {
             // All of them stay inside the frame (at the root: already in the bitset).
             if (dd > 1 && !(pk[dd - 1] === 1 && dd - 1 + sm <= rootPd)) {
@@ -350,6 +363,32 @@ export class NativeGrammar {
     return { cls, table };
   }
 
+  /**
+   * When `root` takes every plain character alike but a few ASCII ones (free
+   * text in a pattern: `.*z`, `.*ab+c.*` under a length), the class of plain
+   * text without them and its per-state table, if root takes some of it
+   * alike; null otherwise.
+   */
+  private plainExceptRun(m: number, callFree: boolean, root: number): { cls: TextClass; table: PlainTable } | null {
+    const d = this.machines[m]!;
+    const sp = this.local;
+    const step = callFree ? (x: number, b: number): number => d.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
+    const charStep = callFree ? (x: number, sh: Shapes[number]): number => d.charStep(x, sh) : (x: number, sh: Shapes[number]): number => sp.charStep(x, sh);
+    const r = oddBytes(step, root, MAX_PLAIN_ODD, charStep);
+    if (!r || r.odd.length === 0) return null;
+    const key = `${m},${callFree ? 1 : 0},except ${r.odd.join(',')}`;
+    let table = this.classTables.get(key);
+    if (!table) {
+      const escapes = callFree ? (x: number): boolean => d.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
+      table = new PlainTable(step, escapes, this.trie.maxPlain, plainShapesExcept(r.odd), charStep);
+      this.classTables.set(key, table);
+    }
+    if (table.info(root) === 0) return null;
+    const odd = new Uint8Array(128);
+    for (const b of r.odd) odd[b] = 1;
+    return { cls: this.trie.plainExceptClass(odd), table };
+  }
+
   private readonly plainDfa: Array<PlainTable | undefined> = [];
   private plainSets: PlainTable | undefined;
 
@@ -389,7 +428,7 @@ export class NativeGrammar {
       const charStep = callFree ? (x: number, sh: Shapes[number]): number => this.machines[m]!.charStep(x, sh) : (x: number, sh: Shapes[number]): number => sp.charStep(x, sh);
       split = splitAtFirst(table, step, escapes, root, trie.maxPlain, charStep);
       // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
-      const k = split ? null : this.asciiRun(m, callFree, root);
+      const k = split ? null : (this.plainExceptRun(m, callFree, root) ?? this.asciiRun(m, callFree, root));
       if (k) {
         table = k.table;
         cls = k.cls;
@@ -406,7 +445,8 @@ export class NativeGrammar {
     // Free text (any plain character taken the same way, as long as any token's plain start or
     // never past pd characters, no escape on the way): only the tokens that are not plain need a
     // walk, from the state their plain start leads to.
-    const chain = cls === trie.plainClass && (pd >= trie.maxPlain || info & 1) ? table.chain(root, Math.min(pd, trie.maxPlain)) : null;
+    const tail = cls.tail;
+    const chain = tail && (pd >= tail.maxPrefix || info & 1) ? table.chain(root, Math.min(pd, tail.maxPrefix)) : null;
     // The same for a run of an ASCII set (a counted format or pattern: each count is its own
     // state, so first masks are frequent): the tokens that leave the set, bucketed by how many
     // set bytes they start with and the byte after, are run from the state that many bytes lead to.
@@ -415,9 +455,9 @@ export class NativeGrammar {
     const exits = runChain && cls.exits ? cls.exits() : null;
     if (split) {
       this.walkSplit(w, split);
-    } else if (chain) {
-      const g = trie.tail.groupStart;
-      for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, trie.tail, g[c]!, g[c + 1]!, chain[c]!, trie.tailFrom, false);
+    } else if (chain && tail) {
+      const g = tail.trie.groupStart;
+      for (let c = 0; c < chain.length; c++) if (g[c]! < g[c + 1]!) this.walk(w, tail.trie, g[c]!, g[c + 1]!, chain[c]!, tail.from, false);
     } else if (!(exits && runChain && this.walkExits(w, exits, runChain))) {
       this.walk(w, trie, 0, trie.nodes, root, null, info !== 0);
     }

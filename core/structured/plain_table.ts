@@ -208,13 +208,9 @@ export function splitAtFirst(
   charStep?: (s: number, shape: Shapes[number]) => number,
 ): FirstCharSplit | null {
   if (escapes(s)) return null;
-  const next = plainStep(step, s, MULTI_BYTE_SHAPES, charStep);
-  if (next < 0) return null;
-  const odd: number[] = [];
-  for (const shape of ASCII_SHAPES) {
-    const [lo, hi] = shape[0]!;
-    for (let b = lo; b <= hi; b++) if (step(s, b) !== next && odd.push(b) > MAX_ODD_BYTES) return null;
-  }
+  const r = oddBytes(step, s, MAX_ODD_BYTES, charStep);
+  if (!r) return null;
+  const { next, odd } = r;
   const info = table.info(next);
   const depth = info >> 1;
   // Tokens hold at most `cap` characters, so the chain needs cap - 1 states after S; past a closed depth none lives.
@@ -225,4 +221,36 @@ export function splitAtFirst(
   chain[0] = s;
   chain.set(rest, 1);
   return { chain, odd };
+}
+
+/**
+ * The state every multi-byte plain character and all but at most `max` ASCII
+ * ones lead to from `s` (live), with those odd ASCII bytes, ascending; null
+ * if there is none.
+ */
+export function oddBytes(step: (s: number, b: number) => number, s: number, max: number, charStep?: (s: number, shape: Shapes[number]) => number): { next: number; odd: number[] } | null {
+  const next = plainStep(step, s, MULTI_BYTE_SHAPES, charStep);
+  if (next < 0) return null;
+  const odd: number[] = [];
+  for (const shape of ASCII_SHAPES) {
+    const [lo, hi] = shape[0]!;
+    for (let b = lo; b <= hi; b++) if (step(s, b) !== next && odd.push(b) > max) return null;
+  }
+  return { next, odd };
+}
+
+/** PLAIN_SHAPES without the ASCII bytes `odd` (ascending). */
+export function plainShapesExcept(odd: readonly number[]): Shapes {
+  const skip = new Set(odd);
+  const ascii: Array<Array<readonly [number, number]>> = [];
+  for (const shape of ASCII_SHAPES) {
+    const [lo, hi] = shape[0]!;
+    for (let b = lo; b <= hi; b++) {
+      if (skip.has(b)) continue;
+      const last = ascii[ascii.length - 1];
+      if (last && last[0]![1] === b - 1) last[0] = [last[0]![0], b];
+      else ascii.push([[b, b]]);
+    }
+  }
+  return [...ascii, ...MULTI_BYTE_SHAPES];
 }

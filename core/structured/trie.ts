@@ -12,6 +12,9 @@
  */
 import type { VocabLike } from './index.ts';
 
+/** Most tokens a plain-but-some-bytes class puts in its tail trie (plainExceptClass). */
+const MAX_CLASS_TAILS = 48_000;
+
 export class TokenTrie {
   readonly vocabSize: number;
   /** Mask length in u32 words: ceil(vocabSize / 32). */
@@ -210,7 +213,14 @@ export class TokenTrie {
 
   /** Plain text as a TextClass (the walk's skip tables). */
   get plainClass(): TextClass {
-    return (this.plainCls ??= { sufMax: this.sufMax, sufMin: this.sufMin, ascii: null, maxLen: this.maxPlain, upTo: (n) => this.plainUpTo(n) });
+    return (this.plainCls ??= {
+      sufMax: this.sufMax,
+      sufMin: this.sufMin,
+      ascii: null,
+      maxLen: this.maxPlain,
+      upTo: (n) => this.plainUpTo(n),
+      tail: { trie: this.tail, from: this.tailFrom, maxPrefix: this.maxPlain },
+    });
   }
 
   private plainCls: TextClass | undefined;
@@ -252,18 +262,7 @@ export class TokenTrie {
       i++;
     }
     const maxLen = byLen.length - 1;
-    const masks: Uint32Array[] = [];
-    const upTo = (len: number): Uint32Array => {
-      if (masks.length === 0) {
-        let m = new Uint32Array(this.words);
-        for (const ids of byLen) {
-          m = m.slice();
-          for (const id of ids) setBit(m, id);
-          masks.push(m);
-        }
-      }
-      return masks[Math.max(0, Math.min(len, maxLen))]!;
-    };
+    const upTo = lengthMasks(byLen, this.words);
     let exits: ClassExits | undefined;
     const buildExits = (): ClassExits => {
       // Exit subtrees bucketed by (c, x) with a counting sort; a bucket lists token-index ranges.
@@ -286,6 +285,71 @@ export class TokenTrie {
     return c;
   }
 
+  /**
+   * The TextClass of plain text but a few ASCII bytes (`odd[b]` = 1): the
+   * class of a state that takes every plain character alike except those (a
+   * pattern's letters in free text). Subtrees are tested with the plain
+   * tables plus asciiBelow against the odd set; the class tokens (plain, no
+   * odd byte) by character count are gathered in one scan of the vocabulary.
+   * Shares the 32 kept sets with asciiClass.
+   */
+  plainExceptClass(odd: Uint8Array): TextClass {
+    const set = new Uint32Array(4);
+    for (let b = 0; b < 128; b++) if (odd[b] === 1) set[b >> 5]! |= 1 << (b & 31);
+    const key = `plain-${set.join(',')}`;
+    let c = this.classes.get(key);
+    if (c) return c;
+    let maxLen = 0;
+    let maxPrefix = 0;
+    const byLen: number[][] = [[]];
+    // The other tokens (id, class characters they start with), for a trie of what follows their class start.
+    const tailIds: number[] = [];
+    const from = new Int32Array(this.vocabSize);
+    const { flatBytes, flatStart, tokens } = this;
+    for (let k = 0; k < tokens.length; k++) {
+      const id = tokens[k]!;
+      const start = flatStart[id]!;
+      const len = flatStart[id + 1]! - start;
+      // The class start: the plain start up to the first odd byte (ASCII, so never inside a
+      // character); its characters are its bytes that do not continue one.
+      const plainEnd = this.plainChars[id]! >= 0 ? len : this.tailFrom[id]!;
+      let o = 0;
+      let n = 0;
+      for (; o < plainEnd; o++) {
+        const x = flatBytes[start + o]!;
+        if (x < 128 && odd[x] === 1) break;
+        if ((x & 0xc0) !== 0x80) n++;
+      }
+      if (n > maxPrefix) maxPrefix = n;
+      if (o === len) {
+        while (byLen.length <= n) byLen.push([]);
+        byLen[n]!.push(id);
+        if (n > maxLen) maxLen = n;
+        continue;
+      }
+      from[id] = o;
+      tailIds.push(id, n);
+    }
+    // A tail trie costs about 2 ms per thousand tokens, once per vocabulary and set; past the
+    // bound (a common letter) masks walk the vocabulary trie with this class's skips instead.
+    let tail: TextClass['tail'];
+    if (tailIds.length / 2 <= MAX_CLASS_TAILS) {
+      const tails: Array<{ id: number; key: string; group: number }> = [];
+      for (let k = 0; k < tailIds.length; k += 2) {
+        const id = tailIds[k]!;
+        let key = '';
+        for (let i = flatStart[id]! + from[id]!, e = flatStart[id + 1]!; i < e; i += 4096) key += String.fromCharCode(...flatBytes.subarray(i, Math.min(e, i + 4096)));
+        tails.push({ id, key, group: tailIds[k + 1]! });
+      }
+      tails.sort((a, b) => a.group - b.group || (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id - b.id));
+      tail = { trie: flatten(tails, maxPrefix + 1), from, maxPrefix };
+    }
+    c = { sufMax: this.sufMax, sufMin: this.sufMin, ascii: null, odd: set, maxLen, upTo: lengthMasks(byLen, this.words), tail };
+    if (this.classes.size >= 32) this.classes.delete(this.classes.keys().next().value!);
+    this.classes.set(key, c);
+    return c;
+  }
+
   /** Bitset of the plain tokens of at most `chars` characters (read-only; all lengths built on first use, cumulatively). */
   plainUpTo(chars: number): Uint32Array {
     if (this.plainMasks.length === 0) {
@@ -300,6 +364,25 @@ export class TokenTrie {
     }
     return this.plainMasks[Math.max(0, Math.min(chars, this.maxPlain))]!;
   }
+}
+
+/**
+ * Cumulative bitsets of tokens by length: upTo(n) holds every token of
+ * byLen[0..n] (n clamped to the longest; built on first use, read-only).
+ */
+function lengthMasks(byLen: readonly number[][], words: number): (len: number) => Uint32Array {
+  const masks: Uint32Array[] = [];
+  return (len) => {
+    if (masks.length === 0) {
+      let m = new Uint32Array(words);
+      for (const ids of byLen) {
+        m = m.slice();
+        for (const id of ids) setBit(m, id);
+        masks.push(m);
+      }
+    }
+    return masks[Math.max(0, Math.min(len, byLen.length - 1))]!;
+  };
 }
 
 /**
@@ -341,8 +424,17 @@ export interface TextClass {
   readonly sufMax: Int16Array | null;
   readonly sufMin: Int16Array | null;
   readonly ascii: Uint32Array | null;
+  /** Plain text but these ASCII bytes (a 128-bit set; with the plain sufMax / sufMin): a subtree is class text when plain and none of them occurs in it. */
+  readonly odd?: Uint32Array;
   /** Longest token made only of class text, in characters. */
   readonly maxLen: number;
+  /**
+   * Plain classes: the tokens that are not class text, in a trie of what
+   * follows their class start (at least one byte), grouped by that start's
+   * character count; `from[id]` = the byte offset where a token's tail
+   * starts; `maxPrefix` = the longest class start of any token, in characters.
+   */
+  readonly tail?: { readonly trie: FlatTrie; readonly from: Int32Array; readonly maxPrefix: number };
   upTo(chars: number): Uint32Array;
   /** ASCII classes: the longest run of class bytes any token starts with (whole class tokens included). */
   readonly maxPrefix?: number;
