@@ -237,14 +237,9 @@ export class Dfa {
         continue;
       }
       cur = -1;
-      let next: Int32Array | null = null;
-      for (let c = this.classOf[lo]!, last = this.classOf[hi]!; c <= last; c++) {
-        const t = this.move(set, c === this.classOf[lo] ? lo : this.classFirst[c]!);
-        if (t === null) return -1;
-        if (next === null) next = t;
-        else if (!sameSet(next, t)) return -1;
-      }
-      set = next!;
+      const next = this.moveRange(set, lo, hi);
+      if (next === null) return -1;
+      set = next;
     }
     return cur >= 0 ? cur : this.intern(set);
   }
@@ -255,16 +250,38 @@ export class Dfa {
     return true;
   }
 
-  /** The ε-closed set byte `b` leads to from the NFA states `set`; null if none. */
-  private move(set: Int32Array, b: number): Int32Array | null {
-    const targets: number[] = [];
+  /**
+   * The ε-closed set every byte lo..hi leads to from the NFA states `set`;
+   * null if one dies or they disagree. One pass over the edges fills the byte
+   * classes' target lists; classes with the same list move alike, so the
+   * closure is taken once (lists that differ are closed and compared).
+   */
+  private moveRange(set: Int32Array, lo: number, hi: number): Int32Array | null {
+    const c0 = this.classOf[lo]!;
+    const c1 = this.classOf[hi]!;
+    const buckets = this.buckets;
     for (const q of set) {
       const e = this.nfa.edges[q]!;
-      for (let k = 0; k < e.length; k += 3) if (b >= e[k]! && b <= e[k + 1]!) targets.push(e[k + 2]!);
+      for (let k = 0; k < e.length; k += 3) {
+        const a = Math.max(c0, this.classOf[e[k]!]!);
+        const z = Math.min(c1, this.classOf[e[k + 1]!]!);
+        for (let c = a; c <= z; c++) buckets[c]!.push(e[k + 2]!);
+      }
     }
-    if (targets.length === 0) return null;
-    const t = this.closure(targets);
-    return t.length ? t : null;
+    let result: Int32Array | null = null;
+    let dead = false;
+    for (let c = c0; c <= c1 && !dead; c++) {
+      const tg = buckets[c]!;
+      if (tg.length === 0) dead = true;
+      else if (c > c0 && sameList(tg, buckets[c0]!)) continue;
+      else {
+        const t = this.closure(tg);
+        if (result === null) result = t;
+        else if (!sameSet(result, t)) dead = true;
+      }
+    }
+    for (let c = c0; c <= c1; c++) buckets[c]!.length = 0;
+    return dead ? null : result;
   }
 
   /** Calls available from `s`: [rule, DFA state to resume in after the callee returns]. */
@@ -304,6 +321,13 @@ function hashSet(set: Int32Array): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < set.length; i++) h = Math.imul(h ^ set[i]!, 0x01000193);
   return h;
+}
+
+/** Equal lists of NFA states, in the same order (targets gathered in one edge pass). */
+function sameList(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 function sameSet(a: Int32Array, b: Int32Array): boolean {
