@@ -38,7 +38,7 @@ import { dirSource } from '../server/fs_source.ts';
 import { llama3Vocab } from './byte_level_vocab.ts';
 import { DEFAULT_MODEL_DIR } from '../server/paths.ts';
 
-const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? 0;
+export const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? 0;
 const median = (xs: number[]): number => pct(xs, 50);
 
 /**
@@ -170,7 +170,7 @@ export async function benchDecode(loaded: LoadedDecoder, opts: { tokens?: number
 }
 
 /** k-th set bit of a mask (k < popcount), or -1. */
-function nthAllowed(m: Uint32Array, k: number): number {
+export function nthAllowed(m: Uint32Array, k: number): number {
   for (let w = 0; w < m.length; w++) {
     let x = m[w]!;
     while (x) {
@@ -181,7 +181,7 @@ function nthAllowed(m: Uint32Array, k: number): number {
   return -1;
 }
 
-function popcount(m: Uint32Array): number {
+export function popcount(m: Uint32Array): number {
   let n = 0;
   for (let w = 0; w < m.length; w++) {
     let x = m[w]!;
