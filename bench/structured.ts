@@ -33,7 +33,7 @@ import type { TokenConstraint } from '../core/engine/engine.ts';
 import type { ConstraintRequest } from '../core/engine/reader_api.ts';
 import { GpuContext } from '../core/gpu/context.ts';
 import { loadDecoder, type LoadedDecoder } from '../core/api/load_decoder.ts';
-import { compileConstraint, type Backend } from '../core/structured/index.ts';
+import { compileConstraint, type Backend, type ConstraintState } from '../core/structured/index.ts';
 import { dirSource } from '../server/fs_source.ts';
 import { llama3Vocab } from './byte_level_vocab.ts';
 import { DEFAULT_MODEL_DIR } from '../server/paths.ts';
@@ -170,7 +170,7 @@ export async function benchDecode(loaded: LoadedDecoder, opts: { tokens?: number
 }
 
 /** k-th set bit of a mask (k < popcount), or -1. */
-export function nthAllowed(m: Uint32Array, k: number): number {
+function nthAllowed(m: Uint32Array, k: number): number {
   for (let w = 0; w < m.length; w++) {
     let x = m[w]!;
     while (x) {
@@ -181,7 +181,7 @@ export function nthAllowed(m: Uint32Array, k: number): number {
   return -1;
 }
 
-export function popcount(m: Uint32Array): number {
+function popcount(m: Uint32Array): number {
   let n = 0;
   for (let w = 0; w < m.length; w++) {
     let x = m[w]!;
@@ -190,6 +190,30 @@ export function popcount(m: Uint32Array): number {
     n += (((x + (x >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
   }
   return n;
+}
+
+/**
+ * One simulated decoding: up to `steps` tokens, each drawn uniformly among the
+ * allowed ones (a fixed LCG seeded by `seed`), until EOS, an empty mask or a
+ * complete value; `timed` gets each mask() call's wall and process-CPU ms.
+ */
+export function simulateDecoding(st: ConstraintState, eosIds: readonly number[], seed: number, steps: number, timed: (wallMs: number, cpuMs: number) => void): void {
+  let r = seed * 2654435761;
+  const rand = (): number => (r = (Math.imul(r, 1103515245) + 12345) >>> 0) / 4294967296;
+  for (let k = 0; k < steps; k++) {
+    const cpu = process.cpuUsage();
+    const t = performance.now();
+    const m = st.mask();
+    const dt = performance.now() - t;
+    const du = process.cpuUsage(cpu);
+    timed(dt, (du.user + du.system) / 1000);
+    const n = popcount(m);
+    if (n === 0) break;
+    const tok = nthAllowed(m, Math.floor(rand() * n));
+    if (eosIds.includes(tok)) break;
+    st.advance(tok);
+    if (st.isComplete()) break;
+  }
 }
 
 export interface MaskFigures {
@@ -242,24 +266,10 @@ export function benchMasks(opts: { seeds?: number; steps?: number } = {}): MaskF
       const c = compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true });
       compile.push(c.compileMs);
       for (let seed = 1; seed <= seeds; seed++) {
-        let r = seed * 2654435761;
-        const rand = (): number => ((r = (Math.imul(r, 1103515245) + 12345) >>> 0) / 4294967296);
-        const st = c.start();
-        for (let k = 0; k < steps; k++) {
-          const cpu = process.cpuUsage();
-          const t = performance.now();
-          const m = st.mask();
-          const dt = performance.now() - t;
-          const du = process.cpuUsage(cpu);
-          masks.push(dt);
-          maskCpu.push((du.user + du.system) / 1000);
-          const n = popcount(m);
-          if (n === 0) break;
-          const tok = nthAllowed(m, Math.floor(rand() * n));
-          if (vocab.eosIds.includes(tok)) break;
-          st.advance(tok);
-          if (st.isComplete()) break;
-        }
+        simulateDecoding(c.start(), vocab.eosIds, seed, steps, (ms, cpuMs) => {
+          masks.push(ms);
+          maskCpu.push(cpuMs);
+        });
       }
     }
     return { compile, masks, maskCpu };

@@ -15,7 +15,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { compileConstraint } from '../core/structured/index.ts';
 import { llama3Vocab } from './byte_level_vocab.ts';
-import { nthAllowed, pct, popcount } from './structured.ts';
+import { pct, simulateDecoding } from './structured.ts';
 
 export interface ReplayFigures {
   masks: number;
@@ -35,21 +35,8 @@ export function replayMasks(opts: { repeats?: number; top?: number } = {}): Repl
   /** Mask ms per step of one trajectory on a fresh compile. */
   const trajectory = (schema: unknown, seed: number): number[] => {
     const c = compileConstraint({ kind: 'json_schema', schema }, vocab, { uncached: true });
-    let r = seed * 2654435761;
-    const rand = (): number => (r = (Math.imul(r, 1103515245) + 12345) >>> 0) / 4294967296;
-    const st = c.start();
     const out: number[] = [];
-    for (let k = 0; k < 64; k++) {
-      const t = performance.now();
-      const m = st.mask();
-      out.push(performance.now() - t);
-      const n = popcount(m);
-      if (n === 0) break;
-      const tok = nthAllowed(m, Math.floor(rand() * n));
-      if (vocab.eosIds.includes(tok)) break;
-      st.advance(tok);
-      if (st.isComplete()) break;
-    }
+    simulateDecoding(c.start(), vocab.eosIds, seed, 64, (ms) => out.push(ms));
     return out;
   };
   const all: ReplayFigures['slowest'] = [];
