@@ -19,7 +19,8 @@ import { CancelledError, InvalidRequestError } from '../errors.ts';
 import { fail } from './ast.ts';
 import { OverBudgetError, TooLargeError, withBudget } from './budget.ts';
 import { FLEXIBLE_LIMIT, type Whitespace, WHITESPACES } from './json_text.ts';
-import { grammarRules, NativeGrammar, type RuleNfas } from './native.ts';
+import { NativeGrammar } from './native.ts';
+import { grammarRules, type RuleNfas } from './rules.ts';
 import { OutlinesIndex } from './outlines.ts';
 import { regexFullMatch } from './regex.ts';
 import { type GrammarAst, schemaToAst } from './schema.ts';
@@ -27,7 +28,7 @@ import { TokenTrie } from './trie.ts';
 
 export type ConstraintSpec = { kind: 'json_schema'; schema: unknown } | { kind: 'regex'; pattern: string } | { kind: 'json_object' };
 export type { Whitespace } from './json_text.ts';
-export type { RuleNfas } from './native.ts';
+export type { RuleNfas } from './rules.ts';
 export { WHITESPACES } from './json_text.ts';
 export type Backend = 'native' | 'outlines';
 export const BACKENDS: readonly Backend[] = ['native', 'outlines'];

@@ -3,7 +3,7 @@
  * reader's thread as transferables (no per-state objects to clone). Per NFA,
  * three CSR tables: ε targets, byte edges [lo, hi, to], calls [rule, to].
  */
-import type { RuleNfas } from './native.ts';
+import type { RuleNfas } from './rules.ts';
 import { Nfa } from './nfa.ts';
 
 export interface PackedRules {

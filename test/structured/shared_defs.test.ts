@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { grammarRules } from '../../core/structured/native.ts';
+import { grammarRules } from '../../core/structured/rules.ts';
 import { schemaToAst } from '../../core/structured/schema.ts';
 
 const schema = JSON.parse(readFileSync(fileURLToPath(new URL('./schemas/shared-defs.json', import.meta.url)), 'utf8')) as Record<string, unknown>;
