@@ -51,6 +51,13 @@ interface Walk {
   readonly table: PlainTable;
 }
 
+/** How a frame's states move (NativeGrammar.moves). */
+interface Moves {
+  readonly step: (s: number, b: number) => number;
+  readonly charStep: (s: number, shape: Shapes[number]) => number;
+  readonly escapes: (s: number) => boolean;
+}
+
 interface LocalEntry {
   readonly certain: Uint32Array;
   /**
@@ -225,10 +232,7 @@ export class NativeGrammar {
     const { flatBytes, flatStart, rootChild, skip, tokens } = this.trie;
     const { start, ranges } = ex;
     const fol = this.follow[w.m]!;
-    const d = this.machines[w.m]!;
-    const sp = this.local;
-    const step = w.callFree ? (x: number, b: number): number => d.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
-    const escapes = w.callFree ? (x: number): boolean => d.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
+    const { step, escapes } = this.moves(w.m, w.callFree);
     // The live buckets first: stepping tokens one by one pays only while few of them leave the run
     // (a '.' or a closing quote); when many do, the trie walk shares their prefixes instead.
     const live: number[] = [];
@@ -332,12 +336,24 @@ export class NativeGrammar {
   private readonly classTables = new Map<string, PlainTable>();
 
   /**
+   * How a frame of rule m moves, per byte, per whole character, and whether a
+   * state may leave the frame: on its DFA (call-free rules) or on stack sets.
+   */
+  private moves(m: number, callFree: boolean): Moves {
+    const d = this.machines[m]!;
+    const sp = this.local;
+    return callFree
+      ? { step: (x, b) => d.stepAll(x)[b]!, charStep: (x, sh) => d.charStep(x, sh), escapes: (x) => d.accepting(x) }
+      : { step: (x, b) => sp.step(x, b), charStep: (x, sh) => sp.charStep(x, sh), escapes: (x) => sp.closure(x).escapes };
+  }
+
+  /**
    * The ASCII bytes that `root` takes alike (to one live state), when there
    * are enough of them to matter, with their text class and per-state table;
    * null otherwise.
    */
   private asciiRun(m: number, callFree: boolean, root: number): { cls: TextClass; table: PlainTable } | null {
-    const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => this.local.step(x, b);
+    const { step, charStep, escapes } = this.moves(m, callFree);
     const count = new Map<number, number>();
     for (let b = 0; b < 128; b++) {
       const t = step(root, b);
@@ -356,9 +372,7 @@ export class NativeGrammar {
     const key = `${m},${callFree ? 1 : 0},${k.join('')}`;
     let table = this.classTables.get(key);
     if (!table) {
-      const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => this.local.closure(x).escapes;
-      const d = this.machines[m]!;
-      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes, callFree ? (x, sh) => d.charStep(x, sh) : (x, sh) => this.local.charStep(x, sh));
+      table = new PlainTable(step, escapes, this.trie.maxDepth, shapes, charStep);
       this.classTables.set(key, table);
     }
     return { cls, table };
@@ -371,16 +385,12 @@ export class NativeGrammar {
    * alike; null otherwise.
    */
   private plainExceptRun(m: number, callFree: boolean, root: number): { cls: TextClass; table: PlainTable } | null {
-    const d = this.machines[m]!;
-    const sp = this.local;
-    const step = callFree ? (x: number, b: number): number => d.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
-    const charStep = callFree ? (x: number, sh: Shapes[number]): number => d.charStep(x, sh) : (x: number, sh: Shapes[number]): number => sp.charStep(x, sh);
+    const { step, charStep, escapes } = this.moves(m, callFree);
     const r = oddBytes(step, root, MAX_PLAIN_ODD, charStep);
     if (!r || r.odd.length === 0) return null;
     const key = `${m},${callFree ? 1 : 0},except ${r.odd.join(',')}`;
     let table = this.classTables.get(key);
     if (!table) {
-      const escapes = callFree ? (x: number): boolean => d.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
       table = new PlainTable(step, escapes, this.trie.maxPlain, plainShapesExcept(r.odd), charStep);
       this.classTables.set(key, table);
     }
@@ -424,9 +434,7 @@ export class NativeGrammar {
     let split: FirstCharSplit | null = null;
     if (info === 0) {
       // Free text after its first character (an open object's key)?
-      const step = callFree ? (x: number, b: number): number => this.machines[m]!.stepAll(x)[b]! : (x: number, b: number): number => sp.step(x, b);
-      const escapes = callFree ? (x: number): boolean => this.machines[m]!.accepting(x) : (x: number): boolean => sp.closure(x).escapes;
-      const charStep = callFree ? (x: number, sh: Shapes[number]): number => this.machines[m]!.charStep(x, sh) : (x: number, sh: Shapes[number]): number => sp.charStep(x, sh);
+      const { step, escapes, charStep } = this.moves(m, callFree);
       split = splitAtFirst(table, step, escapes, root, trie.maxPlain, charStep);
       // Not free text: maybe a run of some ASCII set (a format's or pattern's characters) taken alike.
       const k = split ? null : (this.plainExceptRun(m, callFree, root) ?? this.asciiRun(m, callFree, root));
