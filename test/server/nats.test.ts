@@ -143,10 +143,11 @@ describe('readers and front ends on NATS', () => {
       for (const r of await Promise.all(onB)) expect(r, JSON.stringify(r)).toMatchObject({ status: 200, error: null, done: true });
       await Promise.all(onA); // connections reset: they end, none hangs
       // Every reader's in-flight count returns to zero: A's streams were cancelled (no responder to their heartbeats).
+      let loads: number[] = [];
       await until(
         'readers idle',
         async () => {
-          const loads: number[] = [];
+          loads = [];
           for await (const s of await new Svcm(nc as never).client({ strategy: 'timer', maxWait: 500 } as never).stats('weft-reader')) {
             loads.push((s.endpoints?.[0]?.data as { in_flight: number } | undefined)?.in_flight ?? -1);
           }
@@ -154,9 +155,12 @@ describe('readers and front ends on NATS', () => {
         },
         30_000,
         250,
-      );
+      ).catch((e: unknown) => {
+        throw new Error(`${(e as Error).message}; last in-flight counts ${JSON.stringify(loads)}`);
+      });
       // ... and not (only) by running to their end: the readers say they cancelled streams of a gone front end.
-      expect(readers.some((r) => r.err().includes('front end gone: stream cancelled'))).toBe(true);
+      const cancelled = readers.map((r) => r.err().split('front end gone: stream cancelled').length - 1);
+      expect(cancelled.some((n) => n > 0), `streams cancelled per reader ${JSON.stringify(cancelled)}; a reader's log ends: ${readers[0]!.err().slice(-600)}`).toBe(true);
     } finally {
       // The next test needs two front ends whatever happened here.
       if (a.child.exitCode === null && a.child.signalCode === null) await kill(a.child);
