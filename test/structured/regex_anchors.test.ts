@@ -1,0 +1,88 @@
+/**
+ * `^` and `$` anywhere in a pattern (no `m` flag: the input's ends only), as
+ * real schemas write them: inside groups (`(^http|^https)/…`), around a whole
+ * alternation, repeated, or where they can never hold (`a^b`). For every
+ * string of up to 4–5 characters over a small alphabet, the automaton must
+ * agree with JavaScript's RegExp, both as a search (JSON Schema `pattern`) and
+ * as a whole-string match (`regex_string`, formats).
+ */
+import { describe, expect, it } from 'vitest';
+import { InvalidRequestError } from '../../core/errors.ts';
+import { alt, cls, EPS, type Node, rep, seq } from '../../core/structured/ast.ts';
+import { ANY } from '../../core/structured/charset.ts';
+import { Dfa } from '../../core/structured/dfa.ts';
+import { buildNfa, trim } from '../../core/structured/nfa.ts';
+import { applyLookaheads, parseRegex, regexFullMatch } from '../../core/structured/regex.ts';
+import { allStrings } from './support.ts';
+
+const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
+  { p: '(^a|^ab|^b)/(c+$|c/.$)', alphabet: 'abc/', len: 5 },
+  { p: '(^(a|b)c$)', alphabet: 'abc' },
+  { p: '(^a{2}$|^x|b$)', alphabet: 'abx' },
+  { p: '^(?:^[a-b][a-c]*:)?[^\\s]*$', alphabet: 'ab: c' },
+  { p: '^(?:^^a(?:b)*\\s*^c)+$', alphabet: 'abc ' },
+  { p: 'a^b|c', alphabet: 'abc' },
+  { p: 'a$b|^c$', alphabet: 'abc' },
+  { p: '(^|x)ab', alphabet: 'abx' },
+  { p: 'ab($|x)', alphabet: 'abx' },
+  { p: '(?:^a|b)+', alphabet: 'ab' },
+  { p: '(?:a$|b)+', alphabet: 'ab' },
+  { p: '(?:^a|b$|c)*d', alphabet: 'abcd' },
+  { p: '(?:^a$|b)*', alphabet: 'ab' },
+  { p: '(?:^a|b$|c){2,3}', alphabet: 'abc', len: 5 },
+  { p: '(?:(^)|a){2}b', alphabet: 'ab' },
+  { p: '(?:$|a)(?:^|b)', alphabet: 'ab' },
+  { p: '^$', alphabet: 'a' },
+  { p: '($)^', alphabet: 'a' },
+  { p: '^(?!ab)(^a|b)+$', alphabet: 'ab' },
+];
+
+const anyRun: Node = rep(cls(ANY), 0, Infinity);
+
+function matcher(node: Node): (s: string) => boolean {
+  const nfa = buildNfa(node, null);
+  trim(nfa, () => false);
+  const d = new Dfa(nfa);
+  return (s) => {
+    let x = d.start;
+    for (const b of new TextEncoder().encode(s)) {
+      x = d.stepAll(x)[b]!;
+      if (x < 0) return false;
+    }
+    return d.accepting(x);
+  };
+}
+
+/** The pattern as a search, the way a JSON string's content is constrained (without the JSON encoding). */
+function searchNode(p: string): Node {
+  const where = { path: '', keyword: 'pattern' };
+  return alt(...parseRegex(p, where).map((b) => applyLookaheads(seq(b.start ? EPS : anyRun, b.node, b.end ? EPS : anyRun), b, (n) => n, anyRun)));
+}
+
+describe('regex anchors anywhere in a pattern', () => {
+  it.each(CASES.map((c) => [c.p, c.alphabet, c.len ?? 4] as const))('%s', (p, alphabet, len) => {
+    const search = matcher(searchNode(p));
+    const full = matcher(regexFullMatch(p, { path: '', keyword: 'regex_string' }));
+    const refSearch = new RegExp(p);
+    const refFull = new RegExp(`^(?:${p})$`);
+    for (const s of allStrings([...alphabet], len)) {
+      expect(search(s), `search ${JSON.stringify(s)}`).toBe(refSearch.test(s));
+      expect(full(s), `full ${JSON.stringify(s)}`).toBe(refFull.test(s));
+    }
+  });
+
+  it('a pattern whose anchors can never hold matches nothing (no branch), and is not an error', () => {
+    expect(parseRegex('a^b', { path: '', keyword: 'pattern' })).toEqual([]);
+    expect(parseRegex('x$y|^z$', { path: '', keyword: 'pattern' })).toHaveLength(1);
+  });
+
+  it.each([
+    ['^*a', 'nothing to repeat'],
+    ['a$+', 'nothing to repeat'],
+    ['(?:^a){40}', 'repeats more than'],
+  ])('refuses %s', (p, reason) => {
+    const compile = (): unknown => parseRegex(p, { path: '', keyword: 'pattern' });
+    expect(compile).toThrow(InvalidRequestError);
+    expect(compile).toThrow(reason);
+  });
+});
