@@ -19,7 +19,9 @@ const SUR_HI = 0xdfff;
 
 /** Normalizes arbitrary [lo, hi] pairs (any order, overlapping) into Ranges, removing surrogates. */
 export function ranges(pairs: ReadonlyArray<readonly [number, number]>): Ranges {
-  const ps = pairs.filter(([a, b]) => a <= b).map(([a, b]) => [a, b] as [number, number]).sort((x, y) => x[0] - y[0]);
+  const ps: Array<readonly [number, number]> = [];
+  for (const p of pairs) if (p[0] <= p[1]) ps.push(p);
+  ps.sort((x, y) => x[0] - y[0]);
   const out: number[] = [];
   for (const [a, b] of ps) {
     const n = out.length;
@@ -30,42 +32,86 @@ export function ranges(pairs: ReadonlyArray<readonly [number, number]>): Ranges 
 }
 
 function removeSurrogates(r: number[]): Ranges {
+  let clean = true;
+  for (let i = 0; i < r.length && clean; i += 2) clean = r[i + 1]! < SUR_LO || r[i]! > SUR_HI;
+  if (clean) return r;
   const out: number[] = [];
-  for (let i = 0; i < r.length; i += 2) {
-    const a = r[i]!;
-    const b = r[i + 1]!;
-    if (b < SUR_LO || a > SUR_HI) out.push(a, b);
-    else {
-      if (a < SUR_LO) out.push(a, SUR_LO - 1);
-      if (b > SUR_HI) out.push(SUR_HI + 1, b);
-    }
+  for (let i = 0; i < r.length; i += 2) push(out, r[i]!, r[i + 1]!);
+  return out;
+}
+
+/** Appends [a, b] minus the surrogates to a sorted list whose last range ends before a - 1. */
+function push(out: number[], a: number, b: number): void {
+  if (b < SUR_LO || a > SUR_HI) out.push(a, b);
+  else {
+    if (a < SUR_LO) out.push(a, SUR_LO - 1);
+    if (b > SUR_HI) out.push(SUR_HI + 1, b);
   }
-  return out;
 }
 
-function pairsOf(r: Ranges): Array<[number, number]> {
-  const out: Array<[number, number]> = [];
-  for (let i = 0; i < r.length; i += 2) out.push([r[i]!, r[i + 1]!]);
-  return out;
+export const single = (cp: number): Ranges => (cp >= SUR_LO && cp <= SUR_HI ? [] : [cp, cp]);
+
+// The set operations below merge normalized lists in one linear pass: they run for every
+// property-name trie node and string class of a schema, so they allocate only their result.
+
+export function union(...rs: Ranges[]): Ranges {
+  let acc: Ranges = [];
+  for (const r of rs) acc = acc.length === 0 ? r : r.length === 0 ? acc : union2(acc, r);
+  return acc;
 }
 
-export const single = (cp: number): Ranges => ranges([[cp, cp]]);
-export const union = (...rs: Ranges[]): Ranges => ranges(rs.flatMap(pairsOf));
+function union2(a: Ranges, b: Ranges): Ranges {
+  const out: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    let lo: number;
+    let hi: number;
+    if (j >= b.length || (i < a.length && a[i]! <= b[j]!)) {
+      lo = a[i]!;
+      hi = a[i + 1]!;
+      i += 2;
+    } else {
+      lo = b[j]!;
+      hi = b[j + 1]!;
+      j += 2;
+    }
+    const n = out.length;
+    if (n && lo <= out[n - 1]! + 1) {
+      if (hi > out[n - 1]!) out[n - 1] = hi;
+    } else out.push(lo, hi);
+  }
+  // Two ranges on either side of the surrogates never merge across them (neither holds them).
+  return out;
+}
 
 /** All scalar values not in `r`. */
 export function negate(r: Ranges): Ranges {
-  const out: Array<[number, number]> = [];
+  const out: number[] = [];
   let next = 0;
-  for (const [a, b] of pairsOf(r)) {
-    if (a > next) out.push([next, a - 1]);
-    next = b + 1;
+  for (let i = 0; i < r.length; i += 2) {
+    if (r[i]! > next) push(out, next, r[i]! - 1);
+    next = r[i + 1]! + 1;
   }
-  if (next <= MAX_CP) out.push([next, MAX_CP]);
-  return ranges(out);
+  if (next <= MAX_CP) push(out, next, MAX_CP);
+  return out;
 }
 
-export const intersect = (a: Ranges, b: Ranges): Ranges => negate(union(negate(a), negate(b)));
-export const subtract = (a: Ranges, b: Ranges): Ranges => intersect(a, negate(b));
+export function intersect(a: Ranges, b: Ranges): Ranges {
+  const out: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    const lo = Math.max(a[i]!, b[j]!);
+    const hi = Math.min(a[i + 1]!, b[j + 1]!);
+    if (lo <= hi) out.push(lo, hi);
+    if (a[i + 1]! < b[j + 1]!) i += 2;
+    else j += 2;
+  }
+  return out;
+}
+
+export const subtract = (a: Ranges, b: Ranges): Ranges => (b.length === 0 ? a : intersect(a, negate(b)));
 export const isEmptySet = (r: Ranges): boolean => r.length === 0;
 
 export function hasCp(r: Ranges, cp: number): boolean {
@@ -76,7 +122,7 @@ export function hasCp(r: Ranges, cp: number): boolean {
 /** Lists the members of a (small) set; used for JSON escapes of control characters. */
 export function members(r: Ranges, limit = 4096): number[] {
   const out: number[] = [];
-  for (const [a, b] of pairsOf(r)) for (let c = a; c <= b && out.length < limit; c++) out.push(c);
+  for (let i = 0; i < r.length; i += 2) for (let c = r[i]!; c <= r[i + 1]! && out.length < limit; c++) out.push(c);
   return out;
 }
 
@@ -142,7 +188,7 @@ export type ByteSeq = Array<[number, number]>;
 /** Byte-range sequences accepting exactly the UTF-8 encodings of the members of `r`. */
 export function utf8Sequences(r: Ranges): ByteSeq[] {
   const out: ByteSeq[] = [];
-  for (const [a, b] of pairsOf(r)) split(a, b, out);
+  for (let i = 0; i < r.length; i += 2) split(r[i]!, r[i + 1]!, out);
   return out;
 }
 

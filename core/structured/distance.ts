@@ -62,35 +62,62 @@ function calleesFirst(nfas: readonly Nfa[]): number[] {
   return order;
 }
 
-/** Per state: flat [from, kind, a, b] predecessors; kind 0 = ε, 1 = bytes a..b, 2 = call of rule a. */
-function reverseEdges(n: Nfa): number[][] {
-  const rev: number[][] = Array.from({ length: n.size }, () => []);
-  for (let q = 0; q < n.size; q++) {
-    for (const t of n.eps[q]!) rev[t]!.push(q, 0, 0, 0);
-    const e = n.edges[q]!;
-    for (let k = 0; k < e.length; k += 3) rev[e[k + 2]!]!.push(q, 1, e[k]!, e[k + 1]!);
-    const c = n.calls[q]!;
-    for (let k = 0; k < c.length; k += 2) rev[c[k + 1]!]!.push(q, 2, c[k]!, 0);
-  }
-  return rev;
+/**
+ * Predecessor edges, as one CSR table: state t's are entries off[t] .. off[t+1]
+ * of `edge`, each 4 ints [from, kind, a, b]; kind 0 = ε, 1 = bytes a..b, 2 =
+ * call of rule a.
+ */
+interface Reverse {
+  readonly off: Int32Array;
+  readonly edge: Int32Array;
 }
 
-function dijkstra(n: Nfa, rev: number[][], complete: Int32Array, usable: Int32Array): Int32Array {
+function reverseEdges(n: Nfa): Reverse {
+  const off = new Int32Array(n.size + 1);
+  for (let q = 0; q < n.size; q++) {
+    for (const t of n.eps[q]!) off[t + 1]!++;
+    const e = n.edges[q]!;
+    for (let k = 2; k < e.length; k += 3) off[e[k]! + 1]!++;
+    const c = n.calls[q]!;
+    for (let k = 1; k < c.length; k += 2) off[c[k]! + 1]!++;
+  }
+  for (let q = 0; q < n.size; q++) off[q + 1]! += off[q]!;
+  const edge = new Int32Array(4 * off[n.size]!);
+  const at = off.slice(0, n.size);
+  const put = (t: number, q: number, kind: number, a: number, b: number): void => {
+    const i = 4 * at[t]!++;
+    edge[i] = q;
+    edge[i + 1] = kind;
+    edge[i + 2] = a;
+    edge[i + 3] = b;
+  };
+  for (let q = 0; q < n.size; q++) {
+    for (const t of n.eps[q]!) put(t, q, 0, 0, 0);
+    const e = n.edges[q]!;
+    for (let k = 0; k < e.length; k += 3) put(e[k + 2]!, q, 1, e[k]!, e[k + 1]!);
+    const c = n.calls[q]!;
+    for (let k = 0; k < c.length; k += 2) put(c[k + 1]!, q, 2, c[k]!, 0);
+  }
+  return { off, edge };
+}
+
+function dijkstra(n: Nfa, rev: Reverse, complete: Int32Array, usable: Int32Array): Int32Array {
   const dist = new Int32Array(n.size).fill(FAR);
   const heap = new MinHeap();
+  const { off, edge } = rev;
   dist[n.final] = 0;
   heap.push(0, n.final);
   while (heap.size) {
-    const [d, t] = heap.pop();
+    const d = heap.topKey();
+    const t = heap.pop();
     if (d > dist[t]!) continue;
-    const r = rev[t]!;
-    for (let k = 0; k < r.length; k += 4) {
-      const q = r[k]!;
-      const kind = r[k + 1]!;
+    for (let i = 4 * off[t]!, end = 4 * off[t + 1]!; i < end; i += 4) {
+      const q = edge[i]!;
+      const kind = edge[i + 1]!;
       let w: number;
       if (kind === 0) w = 0;
-      else if (kind === 1) w = usable[r[k + 3]! + 1]! - usable[r[k + 2]!]! > 0 ? 1 : FAR;
-      else w = complete[r[k + 2]!]!;
+      else if (kind === 1) w = usable[edge[i + 3]! + 1]! - usable[edge[i + 2]!]! > 0 ? 1 : FAR;
+      else w = complete[edge[i + 2]!]!;
       if (w >= FAR) continue;
       const nd = Math.min(FAR, d + w);
       if (nd < dist[q]!) {
@@ -127,9 +154,14 @@ class MinHeap {
     vals[i] = v;
   }
 
-  pop(): [number, number] {
+  topKey(): number {
+    return this.keys[0]!;
+  }
+
+  /** Removes the least pair; returns its value (read its key with topKey first). */
+  pop(): number {
     const { keys, vals } = this;
-    const top: [number, number] = [keys[0]!, vals[0]!];
+    const top = vals[0]!;
     const k = keys.pop()!;
     const v = vals.pop()!;
     const n = keys.length;

@@ -290,15 +290,23 @@ export function trim(nfa: Nfa, productive: (rule: number) => boolean): boolean {
     const c = nfa.calls[s]!;
     for (let k = 0; k < c.length; k += 2) if (productive(c[k]!)) visit(c[k + 1]!);
   }
-  const rev: number[][] = Array.from({ length: n }, () => []);
-  for (let s = 0; s < n; s++) {
-    if (!fwd[s]) continue;
-    for (const t of nfa.eps[s]!) rev[t]!.push(s);
-    const e = nfa.edges[s]!;
-    for (let k = 2; k < e.length; k += 3) rev[e[k]!]!.push(s);
-    const c = nfa.calls[s]!;
-    for (let k = 0; k < c.length; k += 2) if (productive(c[k]!)) rev[c[k + 1]!]!.push(s);
-  }
+  // Predecessors of the reachable states, as one CSR table (offsets per state into `preds`).
+  const off = new Int32Array(n + 1);
+  const each = (f: (s: number, t: number) => void): void => {
+    for (let s = 0; s < n; s++) {
+      if (!fwd[s]) continue;
+      for (const t of nfa.eps[s]!) f(s, t);
+      const e = nfa.edges[s]!;
+      for (let k = 2; k < e.length; k += 3) f(s, e[k]!);
+      const c = nfa.calls[s]!;
+      for (let k = 0; k < c.length; k += 2) if (productive(c[k]!)) f(s, c[k + 1]!);
+    }
+  };
+  each((_, t) => off[t + 1]!++);
+  for (let s = 0; s < n; s++) off[s + 1]! += off[s]!;
+  const preds = new Int32Array(off[n]!);
+  const fill = off.slice(0, n);
+  each((s, t) => (preds[fill[t]!++] = s));
   const live = new Uint8Array(n);
   if (fwd[nfa.final]) {
     live[nfa.final] = 1;
@@ -306,7 +314,8 @@ export function trim(nfa: Nfa, productive: (rule: number) => boolean): boolean {
   }
   while (stack.length) {
     const s = stack.pop()!;
-    for (const p of rev[s]!) {
+    for (let k = off[s]!; k < off[s + 1]!; k++) {
+      const p = preds[k]!;
       if (fwd[p] && !live[p]) {
         live[p] = 1;
         stack.push(p);
@@ -315,20 +324,28 @@ export function trim(nfa: Nfa, productive: (rule: number) => boolean): boolean {
   }
   for (let s = 0; s < n; s++) {
     if (!live[s]) {
-      nfa.eps[s] = [];
-      nfa.edges[s] = [];
-      nfa.calls[s] = [];
+      if (nfa.eps[s]!.length) nfa.eps[s] = [];
+      if (nfa.edges[s]!.length) nfa.edges[s] = [];
+      if (nfa.calls[s]!.length) nfa.calls[s] = [];
       continue;
     }
-    nfa.eps[s] = nfa.eps[s]!.filter((t) => live[t]);
+    // Lists whose targets all stay are kept as they are (most of them).
+    const ep = nfa.eps[s]!;
+    if (!ep.every((t) => live[t])) nfa.eps[s] = ep.filter((t) => live[t]);
     const e = nfa.edges[s]!;
-    const ne: number[] = [];
-    for (let k = 0; k < e.length; k += 3) if (live[e[k + 2]!]) ne.push(e[k]!, e[k + 1]!, e[k + 2]!);
-    nfa.edges[s] = ne;
+    let keep = true;
+    for (let k = 2; k < e.length && keep; k += 3) keep = live[e[k]!] === 1;
+    if (!keep) {
+      const ne: number[] = [];
+      for (let k = 0; k < e.length; k += 3) if (live[e[k + 2]!]) ne.push(e[k]!, e[k + 1]!, e[k + 2]!);
+      nfa.edges[s] = ne;
+    }
     const c = nfa.calls[s]!;
-    const nc: number[] = [];
-    for (let k = 0; k < c.length; k += 2) if (productive(c[k]!) && live[c[k + 1]!]) nc.push(c[k]!, c[k + 1]!);
-    nfa.calls[s] = nc;
+    if (c.length) {
+      const nc: number[] = [];
+      for (let k = 0; k < c.length; k += 2) if (productive(c[k]!) && live[c[k + 1]!]) nc.push(c[k]!, c[k + 1]!);
+      nfa.calls[s] = nc;
+    }
   }
   return live[nfa.start] === 1;
 }
