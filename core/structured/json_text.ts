@@ -73,10 +73,15 @@ export const JSON_CHAR: Node = alt(
 
 const escapeOf = (c: number): string => (SHORT[c] !== undefined ? `\\${SHORT[c]}` : `\\u${c.toString(16).padStart(4, '0')}`);
 
+/** The canonical escape of each character JSON requires escaped (34 of them), built once. */
+const ESCAPED = new Map(members(ESC).map((c) => [c, lit(escapeOf(c))]));
+
 /** Canonical JSON-string encoding of one character from `set`. */
 export function encodedClass(set: Ranges): Node {
+  if (set.length === 2 && set[0] === set[1]) return ESCAPED.get(set[0]!) ?? cls(set);
   const esc = intersect(set, ESC);
-  return alt(cls(subtract(set, ESC)), ...members(esc).map((c) => lit(escapeOf(c))));
+  if (esc.length === 0) return cls(set);
+  return alt(cls(subtract(set, ESC)), ...members(esc).map((c) => ESCAPED.get(c)!));
 }
 
 const ANY_ENCODED = encodedClass(ANY);

@@ -19,6 +19,7 @@
  * expansion for outlines. A top-level `{}` means any JSON object.
  */
 import { type Node, alt, and, chars, EPS, fail, hasCall, lit, NONE, opt, ptr, rep, seq } from './ast.ts';
+import { charge } from './budget.ts';
 import { Dfa } from './dfa.ts';
 import { closeAst, colonAst, JSON_CHAR, keyExcluding, openAst, sepAst, stringAst, valueAst, type Whitespace } from './json_text.ts';
 import {
@@ -251,6 +252,7 @@ class SchemaCompiler {
     const out: Term[] = [];
     for (const x of a) {
       for (const y of b) {
+        charge();
         out.push(...this.mergeTerms(x, y, at));
         if (out.length > MAX_TERMS) fail('unsupported_schema_keyword', `combining these subschemas yields more than ${MAX_TERMS} alternatives`, at, at.split('/').pop()!);
       }
@@ -413,6 +415,7 @@ class SchemaCompiler {
   }
 
   private compileSub(sub: Sub, stack: readonly string[]): Node {
+    charge(); // the schema walk counts against the compile budget too, not only the automata
     let terms: Term[] | null = null;
     for (const part of sub.parts) {
       const t = part.neg ? this.negate(part.schema, part.path, stack, '"not"') : this.expand(part.schema, part.path, stack);
