@@ -7,7 +7,7 @@
  * \P{..} (host Unicode tables), groups (capturing, named, `(?:`), alternation,
  * quantifiers * + ? {n} {n,} {n,m} (lazy forms behave as greedy: only the
  * language matters), `^` / `$` anywhere (the input's ends: `(^http|^https)/`,
- * `(^a$|b$)`; exact, see anchorClasses), and
+ * `(^a$|b$)`) and word boundaries `\b` / `\B` (exact: regex_assertions.ts), and
  * lookaheads `(?=X)` / `(?!X)` at the start of an alternative anchored there
  * (`^(?!X)Y`, the common "not this name" form: intersection with, or
  * difference from, the strings that start with X). Also the web-compatibility
@@ -15,13 +15,14 @@
  * without the `u` flag reads): identity escapes of ASCII punctuation (`\-`,
  * `\@`), a lone `]` or `}`, a `{` that does not start a quantifier, and a
  * class escape next to `-` inside a class (`[\w-.]`: the `-` is literal).
- * Backreferences, lookbehind, other lookaheads and word boundaries are
- * refused with `invalid_regex`. Matching is over
+ * Backreferences, lookbehind, other lookaheads, and word boundaries under
+ * an unbounded repeat are refused with `invalid_regex`. Matching is over
  * characters (as in `u` mode); nfa.ts lowers each class to UTF-8 byte paths,
  * so `[^"]` accepts any multi-byte character.
  */
-import { type Node, alt, and, cls, diff, EPS, fail, NONE, rep, seq } from './ast.ts';
+import { type Node, alt, and, cls, diff, EPS, fail, rep, seq } from './ast.ts';
 import { ANY, type Ranges, DIGIT, DOT, negate, ranges, single, SPACE, union, unicodeProperty, WORD } from './charset.ts';
+import { BOL, contextClasses, EOL, leftContext, meetContexts, NOT_WORD_BOUNDARY, rightContext, WORD_BOUNDARY } from './regex_assertions.ts';
 
 /** One top-level alternative and whether it was anchored with ^ / $. */
 export interface RegexBranch {
@@ -75,105 +76,6 @@ export function applyLookaheads(base: Node, b: RegexBranch, enc: (n: Node) => No
 
 type ClassAtom = { cp: number } | { set: Ranges };
 
-/**
- * `^` and `$` while parsing: opaque marker nodes (the AST has no assertions),
- * removed by anchorClasses before a node leaves this file.
- */
-const BOL: Node = { t: 'call', rule: '\u0000^' };
-const EOL: Node = { t: 'call', rule: '\u0000$' };
-const isMarker = (n: Node): boolean => n === BOL || n === EOL;
-/** A group holding anchors is unrolled for counted repeats; beyond this many copies the pattern is refused. */
-const MAX_ANCHORED_REPEAT = 32;
-
-/**
- * A node holding `^` / `$` markers as four marker-free languages, indexed
- * `2*s + e`: the strings it matches where the match must start at the input's
- * start (s = 1: a `^` was passed with nothing consumed before it) and must end
- * at the input's end (e = 1: a `$` with nothing consumed after it). A `^` after
- * consumed text, or a `$` before more, cannot hold: that path is dropped. (No
- * `m` flag: `^` / `$` are the input's ends only.) Exact: the union over classes
- * of "class strings, placed where their flags hold" is the pattern's language.
- */
-type Classes = [Node, Node, Node, Node];
-
-function anchorClasses(n: Node, tooMany: () => never): Classes {
-  if (!hasMarker(n)) return [n, NONE, NONE, NONE];
-  if (n === BOL) return [NONE, NONE, EPS, NONE];
-  if (n === EOL) return [NONE, EPS, NONE, NONE];
-  if (n.t === 'alt') {
-    const out: Node[][] = [[], [], [], []];
-    for (const x of n.items) anchorClasses(x, tooMany).forEach((c, k) => out[k]!.push(c));
-    return out.map((xs) => alt(...xs)) as Classes;
-  }
-  if (n.t === 'seq') return n.items.map((x) => anchorClasses(x, tooMany)).reduce(seqClasses);
-  if (n.t === 'rep') {
-    const c = anchorClasses(n.item, tooMany);
-    if (n.min > MAX_ANCHORED_REPEAT || (n.max !== Infinity && n.max - n.min > MAX_ANCHORED_REPEAT)) tooMany();
-    let out: Classes = [EPS, NONE, NONE, NONE];
-    for (let k = 0; k < n.min; k++) out = seqClasses(out, c);
-    if (n.max === Infinity) return seqClasses(out, starClasses(c));
-    const optional: Classes = [alt(EPS, c[0]), c[1], c[2], c[3]];
-    for (let k = n.min; k < n.max; k++) out = seqClasses(out, optional);
-    return out;
-  }
-  throw new Error(`anchor marker inside a ${n.t} node`); // the parser builds only seq / alt / rep around atoms
-}
-
-/** X then Y: Y's start flag holds only if X matched nothing, X's end flag only if Y matched nothing. */
-function seqClasses(x: Classes, y: Classes): Classes {
-  const out: Node[][] = [[], [], [], []];
-  for (let kx = 0; kx < 4; kx++) {
-    if (x[kx]!.t === 'none') continue;
-    const sx = kx >> 1;
-    const ex = kx & 1;
-    for (let ky = 0; ky < 4; ky++) {
-      if (y[ky]!.t === 'none') continue;
-      const sy = ky >> 1;
-      const ey = ky & 1;
-      if (!sy && !ex) out[2 * sx + ey]!.push(seq(x[kx]!, y[ky]!));
-      else if (sy && !ex) {
-        if (nullable(x[kx]!)) out[2 + ey]!.push(y[ky]!);
-      } else if (!sy && ex) {
-        if (nullable(y[ky]!)) out[2 * sx + 1]!.push(x[kx]!);
-      } else if (nullable(x[kx]!) && nullable(y[ky]!)) out[3]!.push(EPS);
-    }
-  }
-  return out.map((xs) => alt(...xs)) as Classes;
-}
-
-/**
- * X*: iterations that match nothing only add conditions (and can always be
- * skipped), so a match is nonempty iterations where only the first may need
- * the start and only the last the end: P*, S·P*, P*·E, S·P*·E or one SE.
- */
-function starClasses([p, e, s, se]: Classes): Classes {
-  const ps = rep(p, 0, Infinity);
-  return [ps, seq(ps, e), seq(s, ps), alt(seq(s, ps, e), se)];
-}
-
-function hasMarker(n: Node): boolean {
-  if (isMarker(n)) return true;
-  if (n.t === 'seq' || n.t === 'alt') return n.items.some(hasMarker);
-  if (n.t === 'rep') return hasMarker(n.item);
-  return false;
-}
-
-/** Whether a marker-free regex node matches the empty string. */
-function nullable(n: Node): boolean {
-  switch (n.t) {
-    case 'eps':
-      return true;
-    case 'seq':
-      return n.items.every(nullable);
-    case 'alt':
-      return n.items.some(nullable);
-    case 'rep':
-      return n.min === 0 || nullable(n.item);
-    default:
-      return false;
-  }
-}
-
 class Parser {
   private readonly cps: number[];
   private i = 0;
@@ -204,8 +106,11 @@ class Parser {
     return false;
   }
 
-  /** `full`: the pattern must match the whole string (regex_string, formats), so position 0 is its start. */
-  top(full = false): RegexBranch[] {
+  /**
+   * `full`: the pattern must match from position 0 (regex_string, formats, a lookahead's body); a
+   * lookahead's body (`lookaheadBody`) need not reach the input's end unless it says so with `$`.
+   */
+  top(full = false, lookaheadBody = false): RegexBranch[] {
     const out: RegexBranch[] = [];
     for (;;) {
       const ahead: Array<{ negative: boolean; branches: RegexBranch[] }> = [];
@@ -215,13 +120,23 @@ class Parser {
         if (!start) start = this.eat('^');
       }
       if (ahead.length && !start && !full) this.err('lookahead assertions are only supported at the start of an alternative anchored with ^');
-      const classes = anchorClasses(this.sequence(), () => this.err(`a repeated group holding anchors repeats more than ${MAX_ANCHORED_REPEAT} times`, 'constraint_too_complex'));
-      // One branch per anchor class that is not empty (none at all when the anchors cannot hold).
-      for (const [k, node] of classes.entries()) {
-        if (node.t === 'none') continue;
-        const s = start || (k & 2) !== 0 || (full && ahead.length > 0);
-        const e = (k & 1) !== 0;
-        out.push(ahead.length ? { node, start: s, end: e, ahead } : { node, start: s, end: e });
+      const classes = contextClasses(this.sequence(), (reason) => this.err(reason, reason.includes('repeats more than') ? 'constraint_too_complex' : 'invalid_regex'));
+      // One branch per context class that is not empty (none at all when the assertions cannot hold).
+      for (const [k, body] of classes.entries()) {
+        if (body.t === 'none') continue;
+        const l = start || (full && ahead.length > 0) ? meetContexts(k >> 2, 1) : k >> 2;
+        const r = k & 3;
+        if (l < 0) continue;
+        let node: Node = body;
+        if (full) {
+          // Position 0 is the input's start: nothing stands before it (a word character cannot).
+          if (l === 2) continue;
+          // A lookahead's match is followed by the rest of the input, which it does not see.
+          if (lookaheadBody && r > 1) this.err('word boundaries at the end of a lookahead are not supported');
+          if (!lookaheadBody && r === 2) continue;
+        } else node = seq(leftContext(l), body, rightContext(r));
+        const branch = { node, start: l !== 0 || (full && !lookaheadBody), end: r !== 0 };
+        out.push(ahead.length ? { ...branch, ahead } : branch);
       }
       if (this.eat('|')) continue;
       if (this.i < this.cps.length) this.err(this.peek() === cp(')') ? 'unmatched ")"' : 'unexpected character');
@@ -253,7 +168,7 @@ class Parser {
     }
     const body = String.fromCodePoint(...this.cps.slice(from, this.i));
     this.i++;
-    const branches = new Parser(body, this.where).top(true);
+    const branches = new Parser(body, this.where).top(true, true);
     if (branches.some((b) => b.ahead)) {
       this.i = open;
       this.err('nested lookahead assertions are not supported');
@@ -261,17 +176,19 @@ class Parser {
     return { negative, branches };
   }
 
-  /** Terms until `|`, `)` or the end; `^` and `$` become the BOL / EOL markers (anchorClasses removes them). */
+  /** Terms until `|`, `)` or the end; `^`, `$`, `\b` and `\B` become markers (contextClasses removes them). */
   private sequence(): Node {
     const items: Node[] = [];
     for (;;) {
       const c = this.peek();
       if (c === undefined || c === cp('|') || c === cp(')')) break;
-      if (c === cp('^') || c === cp('$')) {
-        this.i++;
+      const boundary = c === cp('\\') && (this.peek(1) === cp('b') || this.peek(1) === cp('B'));
+      if (c === cp('^') || c === cp('$') || boundary) {
+        const marker = c === cp('^') ? BOL : c === cp('$') ? EOL : this.peek(1) === cp('b') ? WORD_BOUNDARY : NOT_WORD_BOUNDARY;
+        this.i += boundary ? 2 : 1;
         const q = this.peek();
         if (q === cp('*') || q === cp('+') || q === cp('?') || (q === cp('{') && this.quantifierAhead())) this.err('nothing to repeat');
-        items.push(c === cp('^') ? BOL : EOL);
+        items.push(marker);
         continue;
       }
       items.push(this.quantified(this.atom()));
@@ -421,8 +338,7 @@ class Parser {
       case 'v': return { cp: 11 };
       case 'f': return { cp: 12 };
       case 'r': return { cp: 13 };
-      case 'b':
-      case 'B': return this.err('word boundaries (\\b, \\B) are not supported');
+      case 'B': return this.err('\\B is not allowed in a character class');
       case 'k': return this.err('backreferences are not supported');
       case '0':
         if (this.peek() !== undefined && this.peek()! >= 0x30 && this.peek()! <= 0x39) this.err('octal escapes are not allowed');

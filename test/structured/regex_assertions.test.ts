@@ -1,7 +1,8 @@
 /**
  * `^` and `$` anywhere in a pattern (no `m` flag: the input's ends only), as
  * real schemas write them: inside groups (`(^http|^https)/…`), around a whole
- * alternation, repeated, or where they can never hold (`a^b`). For every
+ * alternation, repeated, or where they can never hold (`a^b`); and word
+ * boundaries `\b` / `\B` (`\b(?:high|low)\b`, a URL's `…{1,6}\b(…)*`). For every
  * string of up to 4–5 characters over a small alphabet, the automaton must
  * agree with JavaScript's RegExp, both as a search (JSON Schema `pattern`) and
  * as a whole-string match (`regex_string`, formats).
@@ -35,6 +36,23 @@ const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: '^$', alphabet: 'a' },
   { p: '($)^', alphabet: 'a' },
   { p: '^(?!ab)(^a|b)+$', alphabet: 'ab' },
+  { p: '\\b(?:ab|b)\\b', alphabet: 'ab -' },
+  { p: 'a\\b', alphabet: 'ab-' },
+  { p: '\\ba', alphabet: 'ab-' },
+  { p: 'a\\Bb', alphabet: 'ab-' },
+  { p: '\\B', alphabet: 'a-' },
+  { p: '\\b', alphabet: 'a-' },
+  { p: '\\B-', alphabet: 'a-' },
+  { p: '^\\b|\\b$', alphabet: 'a-' },
+  { p: '(?:^)\\ba', alphabet: 'a-' },
+  { p: 'a\\b$', alphabet: 'a-' },
+  { p: '(?:a|-)\\b(?:-|b)', alphabet: 'ab-' },
+  { p: '(?:\\ba){2}', alphabet: 'a-' },
+  { p: '(?:a\\b|-){1,3}', alphabet: 'a-', len: 5 },
+  { p: '(?:\\b|x)(?:\\B|-)a', alphabet: 'ax-' },
+  { p: '[a.]{1,3}\\.[a-b]{1,2}\\b([a/.]*)', alphabet: 'ab./', len: 5 },
+  { p: '^(?!\\ba)\\w+', alphabet: 'ab-' },
+  { p: '[\\b]a', alphabet: 'a\b' },
 ];
 
 const anyRun: Node = rep(cls(ANY), 0, Infinity);
@@ -59,7 +77,7 @@ function searchNode(p: string): Node {
   return alt(...parseRegex(p, where).map((b) => applyLookaheads(seq(b.start ? EPS : anyRun, b.node, b.end ? EPS : anyRun), b, (n) => n, anyRun)));
 }
 
-describe('regex anchors anywhere in a pattern', () => {
+describe('regex assertions (anchors anywhere, word boundaries)', () => {
   it.each(CASES.map((c) => [c.p, c.alphabet, c.len ?? 4] as const))('%s', (p, alphabet, len) => {
     const search = matcher(searchNode(p));
     const full = matcher(regexFullMatch(p, { path: '', keyword: 'regex_string' }));
@@ -80,6 +98,8 @@ describe('regex anchors anywhere in a pattern', () => {
     ['^*a', 'nothing to repeat'],
     ['a$+', 'nothing to repeat'],
     ['(?:^a){40}', 'repeats more than'],
+    ['(?:\\ba)+', 'inside an unbounded repeat'],
+    ['^(?=a\\b)a', 'end of a lookahead'],
   ])('refuses %s', (p, reason) => {
     const compile = (): unknown => parseRegex(p, { path: '', keyword: 'pattern' });
     expect(compile).toThrow(InvalidRequestError);
