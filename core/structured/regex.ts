@@ -120,7 +120,7 @@ class Parser {
         if (!start) start = this.eat('^');
       }
       if (ahead.length && !start && !full) this.err('lookahead assertions are only supported at the start of an alternative anchored with ^');
-      const classes = contextClasses(this.sequence(), (reason) => this.err(reason, reason.includes('repeats more than') ? 'constraint_too_complex' : 'invalid_regex'));
+      const classes = contextClasses(this.sequence(), (reason, code) => this.err(reason, code));
       // One branch per context class that is not empty (none at all when the assertions cannot hold).
       for (const [k, body] of classes.entries()) {
         if (body.t === 'none') continue;

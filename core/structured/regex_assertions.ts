@@ -39,7 +39,7 @@ const WORD_CH: Node = cls(WORD);
 const NON_WORD_CH: Node = cls(negate(WORD));
 
 /** Both context requirements at once on one side; -1 when they cannot both hold. */
-function meet(a: number, b: number): number {
+export function meetContexts(a: number, b: number): number {
   if (a === 0 || a === b) return b;
   if (b === 0) return a;
   // start ∧ (non-word or start) = start; every other pair contradicts.
@@ -60,8 +60,8 @@ export function hasAssertion(n: Node): boolean {
   return false;
 }
 
-/** Why a pattern is refused here: counted repeats too long, or an assertion under an unbounded repeat. */
-export type AssertionRefusal = (reason: string) => never;
+/** Refuses the pattern: a counted repeat too long to unroll, or a word boundary under an unbounded repeat. */
+export type AssertionRefusal = (reason: string, code: 'invalid_regex' | 'constraint_too_complex') => never;
 
 export function contextClasses(n: Node, refuse: AssertionRefusal): Classes {
   if (!hasAssertion(n)) return only(0, n);
@@ -74,7 +74,7 @@ export function contextClasses(n: Node, refuse: AssertionRefusal): Classes {
   if (n.t === 'rep') {
     const c = contextClasses(n.item, refuse);
     if (n.min > MAX_ASSERTED_REPEAT || (n.max !== Infinity && n.max - n.min > MAX_ASSERTED_REPEAT)) {
-      refuse(`a repeated group holding assertions repeats more than ${MAX_ASSERTED_REPEAT} times`);
+      refuse(`a repeated group holding assertions repeats more than ${MAX_ASSERTED_REPEAT} times`, 'constraint_too_complex');
     }
     let out = only(0, EPS);
     for (let k = 0; k < n.min; k++) out = seqClasses(out, c);
@@ -148,10 +148,10 @@ export function seqClasses(xc: Classes, yc: Classes): Classes {
       // Both nonempty where a requirement applies (lastIs / firstIs hold no empty string) ...
       add(lx, ry, seq(xl, yr));
       // ... X empty: Y's left requirement moves outward (an unrestricted X was already covered).
-      if (ly && nullable(x)) add(meet(lx, ly), ry, yr);
+      if (ly && nullable(x)) add(meetContexts(lx, ly), ry, yr);
       // ... Y empty: X's right requirement moves outward.
-      if (rx && nullable(y)) add(lx, meet(rx, ry), xl);
-      if (ly && rx && nullable(x) && nullable(y)) add(meet(lx, ly), meet(rx, ry), EPS);
+      if (rx && nullable(y)) add(lx, meetContexts(rx, ry), xl);
+      if (ly && rx && nullable(x) && nullable(y)) add(meetContexts(lx, ly), meetContexts(rx, ry), EPS);
     }
   }
   return out.map((xs) => alt(...xs));
@@ -165,7 +165,7 @@ export function seqClasses(xc: Classes, yc: Classes): Classes {
  * unbounded repeat are refused.
  */
 function starClasses(c: Classes, refuse: AssertionRefusal): Classes {
-  for (let k = 0; k < 16; k++) if (c[k]!.t !== 'none' && ((k >> 2) > 1 || (k & 3) > 1)) refuse('word boundaries (\\b, \\B) inside an unbounded repeat are not supported');
+  for (let k = 0; k < 16; k++) if (c[k]!.t !== 'none' && ((k >> 2) > 1 || (k & 3) > 1)) refuse('word boundaries (\\b, \\B) inside an unbounded repeat are not supported', 'invalid_regex');
   const [p, e, s, se] = [c[0]!, c[1]!, c[4]!, c[5]!];
   const ps = rep(p, 0, Infinity);
   const out = only(0, ps);
@@ -183,5 +183,3 @@ export function leftContext(l: number): Node {
 export function rightContext(r: number): Node {
   return r === 2 ? seq(WORD_CH, ANY_RUN) : r === 3 ? alt(EPS, seq(NON_WORD_CH, ANY_RUN)) : EPS;
 }
-
-export { meet as meetContexts };
