@@ -21,8 +21,13 @@ export const JSON_TYPES: readonly JsonType[] = ['null', 'boolean', 'integer', 'n
 
 /** A subschema to be compiled as the conjunction of its parts. */
 export interface Sub {
-  /** `neg`: the part is the negation of `schema` (from `not`), compiled as a sound narrowing of it. */
-  readonly parts: ReadonlyArray<{ readonly schema: unknown; readonly path: string; readonly neg?: boolean }>;
+  /**
+   * `neg`: the part is the negation of `schema` (from `not`), compiled as a sound narrowing of it.
+   * `stack`: the `$ref`s followed to reach the schema the part comes from. Recursion is a `$ref`
+   * met again inside its own body, so each part keeps its own lineage: a subschema merged in
+   * from a sibling (`allOf: [{$ref: X}, {items: {$ref: X}}]`) is not inside X.
+   */
+  readonly parts: ReadonlyArray<{ readonly schema: unknown; readonly path: string; readonly neg?: boolean; readonly stack?: readonly string[] }>;
 }
 
 export interface Plain {
@@ -124,14 +129,16 @@ function num(s: Record<string, unknown>, k: string, path: string): number | unde
   return v;
 }
 
-function subschema(v: unknown, path: string, k: string): Sub {
+function subschema(v: unknown, path: string, k: string, stack: readonly string[] | undefined): Sub {
   if (!isSchema(v)) fail('invalid_schema', `${k} must be a schema (object or boolean)`, path, k);
-  return one(v, path);
+  return stack ? { parts: [{ schema: v, path, stack }] } : one(v, path);
 }
 
 /** Reads the own keywords of schema object `s` at `path`. */
-export function normalize(s: Record<string, unknown>, path: string): Plain {
+/** `stack`: the `$ref`s followed to reach `s`, kept on each of its subschemas (see Sub). */
+export function normalize(s: Record<string, unknown>, path: string, stack?: readonly string[]): Plain {
   const p = emptyPlain(path);
+  const child = (v: unknown, at: string, k: string): Sub => subschema(v, at, k, stack);
   for (const k of Object.keys(s)) {
     const why = UNSUPPORTED.get(k);
     if (why && !(k === 'maxContains' && s.contains === undefined)) fail('unsupported_schema_keyword', `keyword "${k}" is not supported for constrained decoding: ${why}`, ptr(path, k), k);
@@ -155,16 +162,16 @@ export function normalize(s: Record<string, unknown>, path: string): Plain {
     const minC = s.minContains;
     if (minC !== undefined && (typeof minC !== 'number' || !Number.isInteger(minC) || minC < 0)) fail('invalid_schema', 'minContains must be a non-negative integer', ptr(path, 'minContains'), 'minContains');
     if (minC !== undefined && minC > 1) fail('unsupported_schema_keyword', 'minContains above 1 is not supported: counting the matching items is not supported', ptr(path, 'minContains'), 'minContains');
-    if (minC !== 0) p.contains = subschema(s.contains, ptr(path, 'contains'), 'contains');
+    if (minC !== 0) p.contains = child(s.contains, ptr(path, 'contains'), 'contains');
   }
-  if (s.propertyNames !== undefined) p.propertyNames = subschema(s.propertyNames, ptr(path, 'propertyNames'), 'propertyNames');
+  if (s.propertyNames !== undefined) p.propertyNames = child(s.propertyNames, ptr(path, 'propertyNames'), 'propertyNames');
   if (s.patternProperties !== undefined) {
     const pp = s.patternProperties;
     if (!pp || typeof pp !== 'object' || Array.isArray(pp)) fail('invalid_schema', 'patternProperties must be an object', ptr(path, 'patternProperties'), 'patternProperties');
     for (const [src, sub] of Object.entries(pp)) {
       const at = ptr(ptr(path, 'patternProperties'), src);
       parseRegex(src, { path: at, keyword: 'patternProperties' });
-      p.patternProps.push({ src, path: at, sub: subschema(sub, at, 'patternProperties') });
+      p.patternProps.push({ src, path: at, sub: child(sub, at, 'patternProperties') });
     }
   }
   if (s.type !== undefined) {
@@ -177,21 +184,21 @@ export function normalize(s: Record<string, unknown>, path: string): Plain {
   if (s.properties !== undefined) {
     const props = s.properties;
     if (!props || typeof props !== 'object' || Array.isArray(props)) fail('invalid_schema', 'properties must be an object', ptr(path, 'properties'), 'properties');
-    for (const [name, sub] of Object.entries(props)) p.props.push({ name, sub: subschema(sub, ptr(ptr(path, 'properties'), name), 'properties') });
+    for (const [name, sub] of Object.entries(props)) p.props.push({ name, sub: child(sub, ptr(ptr(path, 'properties'), name), 'properties') });
   }
   if (s.required !== undefined) {
     if (!Array.isArray(s.required) || s.required.some((r) => typeof r !== 'string')) fail('invalid_schema', 'required must be an array of strings', ptr(path, 'required'), 'required');
     p.required = [...new Set(s.required as string[])];
   }
-  if (s.additionalProperties !== undefined) p.additional = subschema(s.additionalProperties, ptr(path, 'additionalProperties'), 'additionalProperties');
+  if (s.additionalProperties !== undefined) p.additional = child(s.additionalProperties, ptr(path, 'additionalProperties'), 'additionalProperties');
   if (s.prefixItems !== undefined) {
     if (!Array.isArray(s.prefixItems)) fail('invalid_schema', 'prefixItems must be an array', ptr(path, 'prefixItems'), 'prefixItems');
-    p.prefix = s.prefixItems.map((x, i) => subschema(x, ptr(ptr(path, 'prefixItems'), i), 'prefixItems'));
+    p.prefix = s.prefixItems.map((x, i) => child(x, ptr(ptr(path, 'prefixItems'), i), 'prefixItems'));
   }
   if (Array.isArray(s.items)) {
-    p.prefix = s.items.map((x, i) => subschema(x, ptr(ptr(path, 'items'), i), 'items'));
-    if (s.additionalItems !== undefined) p.items = subschema(s.additionalItems, ptr(path, 'additionalItems'), 'additionalItems');
-  } else if (s.items !== undefined) p.items = subschema(s.items, ptr(path, 'items'), 'items');
+    p.prefix = s.items.map((x, i) => child(x, ptr(ptr(path, 'items'), i), 'items'));
+    if (s.additionalItems !== undefined) p.items = child(s.additionalItems, ptr(path, 'additionalItems'), 'additionalItems');
+  } else if (s.items !== undefined) p.items = child(s.items, ptr(path, 'items'), 'items');
   p.minItems = count(s, 'minItems', path, MAX_ITEMS_COUNT) ?? 0;
   p.maxItems = count(s, 'maxItems', path, MAX_ITEMS_COUNT) ?? Infinity;
   p.minLength = count(s, 'minLength', path, MAX_LENGTH_COUNT) ?? 0;

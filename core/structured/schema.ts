@@ -197,7 +197,7 @@ class SchemaCompiler {
     if (schema === false) return [];
     if (!isSchema(schema)) fail('invalid_schema', 'a subschema must be an object or a boolean', path, 'type');
     const s = schema as Record<string, unknown>;
-    let terms: Term[] = [{ plain: normalize(s, path), stack, tags: [] }];
+    let terms: Term[] = [{ plain: normalize(s, path, stack), stack, tags: [] }];
     for (const k of ['allOf', 'anyOf', 'oneOf']) {
       const v = s[k];
       if (v !== undefined && (!Array.isArray(v) || v.length === 0)) fail('invalid_schema', `${k} must be a non-empty array of schemas`, ptr(path, k), k);
@@ -418,7 +418,8 @@ class SchemaCompiler {
     charge(); // the schema walk counts against the compile budget too, not only the automata
     let terms: Term[] | null = null;
     for (const part of sub.parts) {
-      const t = part.neg ? this.negate(part.schema, part.path, stack, '"not"') : this.expand(part.schema, part.path, stack);
+      const own = part.stack ?? stack;
+      const t = part.neg ? this.negate(part.schema, part.path, own, '"not"') : this.expand(part.schema, part.path, own);
       terms = terms ? this.cross(terms, t, part.path) : t;
     }
     return alt(...terms!.flatMap((t) => this.exclusive(t, stack)).map((t) => this.compileTerm(t)));
