@@ -278,7 +278,10 @@ class SchemaCompiler {
 
   /** The DNF of recursive rule `name`'s body at this position (nested references to it stay calls). */
   private inline(name: string, at: string, stack: readonly string[]): Term[] {
-    const mark = `inline ${name}`;
+    // Inlining the same rule again from the same place inside its own inlined body repeats at
+    // every level (the automaton would be infinite). From another place it is one level more: the
+    // pairs (rule, place) are finitely many, so a lineage can hold each at most once.
+    const mark = `inline ${name} at ${at}`;
     // Only a recursive rule can meet itself again while inlined (a shared one's body never reaches it).
     if (this.recursive.has(name) && stack.includes(mark)) fail('unsupported_schema_keyword', `recursive $ref "${name}" is intersected with itself (allOf) at every level; this cannot be enforced`, at, '$ref');
     return this.expand(this.at(name.slice(1)), name.slice(1), [...stack, mark]);
