@@ -20,7 +20,7 @@
  * where their context holds" is exactly the pattern's language.
  */
 import { type Node, alt, and, cls, EPS, NONE, rep, seq } from './ast.ts';
-import { ANY, negate, WORD } from './charset.ts';
+import { ANY, intersect, negate, type Ranges, WORD } from './charset.ts';
 
 export const BOL: Node = { t: 'call', rule: '\u0000^' };
 export const EOL: Node = { t: 'call', rule: '\u0000$' };
@@ -35,8 +35,9 @@ export const MAX_ASSERTED_REPEAT = 32;
 export type Classes = Node[];
 
 const ANY_RUN: Node = rep(cls(ANY), 0, Infinity);
+const NON_WORD = negate(WORD);
 const WORD_CH: Node = cls(WORD);
-const NON_WORD_CH: Node = cls(negate(WORD));
+const NON_WORD_CH: Node = cls(NON_WORD);
 
 /** Both context requirements at once on one side; -1 when they cannot both hold. */
 export function meetContexts(a: number, b: number): number {
@@ -93,14 +94,51 @@ function union(cs: Classes[]): Classes {
 
 /** The strings of `x` whose last character satisfies left-requirement `l` of what follows (2 or 3), or none (1). */
 function lastIs(x: Node, l: number): Node {
-  if (l === 1) return NONE;
-  return and(x, seq(ANY_RUN, l === 2 ? WORD_CH : NON_WORD_CH));
+  return l === 1 ? NONE : edgeIn(x, l === 2 ? WORD : NON_WORD, 'last');
 }
 
 /** The strings of `y` whose first character satisfies right-requirement `r` of what precedes (2 or 3), or none (1). */
 function firstIs(y: Node, r: number): Node {
-  if (r === 1) return NONE;
-  return and(y, seq(r === 2 ? WORD_CH : NON_WORD_CH, ANY_RUN));
+  return r === 1 ? NONE : edgeIn(y, r === 2 ? WORD : NON_WORD, 'first');
+}
+
+/**
+ * The nonempty strings of `n` whose last (or first) character is in `set`,
+ * built on the AST: the class at that end is narrowed, nothing is
+ * determinized (an `and` with "ends with a word character" would build the
+ * whole prefix's DFA, thousands of states for a URL pattern's `{1,256}`).
+ */
+function edgeIn(n: Node, set: Ranges, end: 'first' | 'last'): Node {
+  switch (n.t) {
+    case 'none':
+    case 'eps':
+      return NONE;
+    case 'cls':
+      return cls(intersect(n.set, set));
+    case 'alt':
+      return alt(...n.items.map((x) => edgeIn(x, set, end)));
+    case 'seq': {
+      // The edge character comes from the outermost item that matched something.
+      const items = end === 'last' ? n.items : [...n.items].reverse();
+      const out: Node[] = [];
+      for (let k = items.length - 1; k >= 0; k--) {
+        const before = items.slice(0, k);
+        const edge = edgeIn(items[k]!, set, end);
+        out.push(end === 'last' ? seq(...before, edge) : seq(edge, ...[...before].reverse()));
+        if (!nullable(items[k]!)) break;
+      }
+      return alt(...out);
+    }
+    case 'rep': {
+      // One iteration at the edge holds the character; the others pad the count (nullable
+      // iterations can stand for missing ones).
+      const rest = rep(n.item, nullable(n.item) ? 0 : Math.max(n.min, 1) - 1, n.max - 1);
+      const edge = edgeIn(n.item, set, end);
+      return end === 'last' ? seq(rest, edge) : seq(edge, rest);
+    }
+    default:
+      return and(n, end === 'last' ? seq(ANY_RUN, cls(set)) : seq(cls(set), ANY_RUN));
+  }
 }
 
 function nullable(n: Node): boolean {

@@ -53,6 +53,8 @@ const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: '[a.]{1,3}\\.[a-b]{1,2}\\b([a/.]*)', alphabet: 'ab./', len: 5 },
   { p: '^(?!\\ba)\\w+', alphabet: 'ab-' },
   { p: '[\\b]a', alphabet: 'a\b' },
+  { p: 'a-?\\b', alphabet: 'a-' },
+  { p: '\\b-?a', alphabet: 'a-' },
 ];
 
 const anyRun: Node = rep(cls(ANY), 0, Infinity);
