@@ -97,12 +97,6 @@ function encodeChars(n: Node): Node {
       return alt(...n.items.map(encodeChars));
     case 'rep':
       return rep(encodeChars(n.item), n.min, n.max);
-    // Word-boundary contexts intersect a piece with "ends / starts with a word character": the
-    // canonical encoding is one-to-one, so encoding each side encodes the intersection.
-    case 'and':
-      return and(...n.items.map(encodeChars));
-    case 'diff':
-      return diff(encodeChars(n.item), encodeChars(n.minus));
     default:
       return n;
   }

@@ -19,7 +19,7 @@
  * both hold drop that path. The union over classes of "class strings placed
  * where their context holds" is exactly the pattern's language.
  */
-import { type Node, alt, and, cls, EPS, NONE, rep, seq } from './ast.ts';
+import { type Node, alt, cls, EPS, NONE, rep, seq } from './ast.ts';
 import { ANY, intersect, negate, type Ranges, WORD } from './charset.ts';
 
 export const BOL: Node = { t: 'call', rule: '\u0000^' };
@@ -137,7 +137,7 @@ function edgeIn(n: Node, set: Ranges, end: 'first' | 'last'): Node {
       return end === 'last' ? seq(rest, edge) : seq(edge, rest);
     }
     default:
-      return and(n, end === 'last' ? seq(ANY_RUN, cls(set)) : seq(cls(set), ANY_RUN));
+      throw new Error(`word context on a ${n.t} node`); // the parser builds only classes, seq, alt and rep
   }
 }
 
@@ -146,7 +146,6 @@ function nullable(n: Node): boolean {
     case 'eps':
       return true;
     case 'seq':
-    case 'and':
       return n.items.every(nullable);
     case 'alt':
       return n.items.some(nullable);
