@@ -7,19 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { hasCp, intersect, MAX_CP, negate, type Ranges, ranges, single, subtract, union } from '../../core/structured/charset.ts';
+import { rng } from './support.ts';
 
 const ANCHORS = [0, 0x20, 0x7f, 0x80, 0x7ff, 0x800, 0xd7ff, 0xd800, 0xdfff, 0xe000, 0xffff, 0x10000, MAX_CP];
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomSet(r: () => number): Ranges {
   const pairs: Array<[number, number]> = [];

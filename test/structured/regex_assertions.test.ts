@@ -11,10 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../core/errors.ts';
 import { alt, cls, EPS, type Node, rep, seq } from '../../core/structured/ast.ts';
 import { ANY } from '../../core/structured/charset.ts';
-import { Dfa } from '../../core/structured/dfa.ts';
-import { buildNfa, trim } from '../../core/structured/nfa.ts';
 import { applyLookaheads, parseRegex, regexFullMatch } from '../../core/structured/regex.ts';
-import { allStrings } from './support.ts';
+import { allStrings, nodeMatcher } from './support.ts';
 
 const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: '(^a|^ab|^b)/(c+$|c/.$)', alphabet: 'abc/', len: 5 },
@@ -59,20 +57,6 @@ const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
 
 const anyRun: Node = rep(cls(ANY), 0, Infinity);
 
-function matcher(node: Node): (s: string) => boolean {
-  const nfa = buildNfa(node, null);
-  trim(nfa, () => false);
-  const d = new Dfa(nfa);
-  return (s) => {
-    let x = d.start;
-    for (const b of new TextEncoder().encode(s)) {
-      x = d.stepAll(x)[b]!;
-      if (x < 0) return false;
-    }
-    return d.accepting(x);
-  };
-}
-
 /** The pattern as a search, the way a JSON string's content is constrained (without the JSON encoding). */
 function searchNode(p: string): Node {
   const where = { path: '', keyword: 'pattern' };
@@ -81,8 +65,8 @@ function searchNode(p: string): Node {
 
 describe('regex assertions (anchors anywhere, word boundaries)', () => {
   it.each(CASES.map((c) => [c.p, c.alphabet, c.len ?? 4] as const))('%s', (p, alphabet, len) => {
-    const search = matcher(searchNode(p));
-    const full = matcher(regexFullMatch(p, { path: '', keyword: 'regex_string' }));
+    const search = nodeMatcher(searchNode(p));
+    const full = nodeMatcher(regexFullMatch(p, { path: '', keyword: 'regex_string' }));
     const refSearch = new RegExp(p);
     const refFull = new RegExp(`^(?:${p})$`);
     for (const s of allStrings([...alphabet], len)) {

@@ -9,10 +9,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../core/errors.ts';
-import { Dfa } from '../../core/structured/dfa.ts';
-import { buildNfa, trim } from '../../core/structured/nfa.ts';
 import { regexFullMatch } from '../../core/structured/regex.ts';
-import { allStrings } from './support.ts';
+import { allStrings, nodeMatcher } from './support.ts';
 
 const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: String.raw`\-\@\'\#[a\-]`, alphabet: "-@'#a", len: 5 },
@@ -30,19 +28,7 @@ const CASES: Array<{ p: string; alphabet: string; len?: number }> = [
   { p: String.raw`(?=[ab]{2})\w+`, alphabet: 'abc' },
 ];
 
-function matcher(p: string): (s: string) => boolean {
-  const nfa = buildNfa(regexFullMatch(p, { path: '', keyword: 'regex_string' }), null);
-  trim(nfa, () => false);
-  const d = new Dfa(nfa);
-  return (s) => {
-    let x = d.start;
-    for (const b of new TextEncoder().encode(s)) {
-      x = d.stepAll(x)[b]!;
-      if (x < 0) return false;
-    }
-    return d.accepting(x);
-  };
-}
+const matcher = (p: string): ((s: string) => boolean) => nodeMatcher(regexFullMatch(p, { path: '', keyword: 'regex_string' }));
 
 describe('regex syntax: Annex B forms and leading lookaheads', () => {
   it.each(CASES.map((c) => [c.p, c.alphabet, c.len ?? 4] as const))('%s', (p, alphabet, len) => {

@@ -6,13 +6,16 @@
  * there, which is harmless.) Provides: the real stories260K vocabulary with
  * token bytes derived from its tokenizer.json (SentencePiece BPE with byte
  * fallback: ▁ → space, <0xNN> → that byte, added tokens special), a tiny fake
- * vocabulary with JSON-ish multi-character tokens, a seeded RNG, and a
- * decoding simulator that samples uniformly among allowed tokens with a bias
+ * vocabulary with JSON-ish multi-character tokens, a seeded RNG, a whole-string
+ * matcher for pattern ASTs, and a decoding simulator that samples uniformly among allowed tokens with a bias
  * toward EOS and closing tokens so outputs terminate.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { Node } from '../../core/structured/ast.ts';
+import { Dfa } from '../../core/structured/dfa.ts';
 import type { CompiledConstraint, ConstraintState, VocabLike } from '../../core/structured/index.ts';
+import { buildNfa, trim } from '../../core/structured/nfa.ts';
 
 const enc = new TextEncoder();
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -230,4 +233,19 @@ export function allStrings(alphabet: readonly string[], maxLen: number): string[
     out.push(...level);
   }
   return out;
+}
+
+/** Whether the call-free pattern `node` matches a whole string (its UTF-8 bytes through the DFA). */
+export function nodeMatcher(node: Node): (s: string) => boolean {
+  const nfa = buildNfa(node, null);
+  trim(nfa, () => false);
+  const d = new Dfa(nfa);
+  return (s) => {
+    let x = d.start;
+    for (const b of enc.encode(s)) {
+      x = d.stepAll(x)[b]!;
+      if (x < 0) return false;
+    }
+    return d.accepting(x);
+  };
 }
