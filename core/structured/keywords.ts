@@ -134,8 +134,10 @@ function subschema(v: unknown, path: string, k: string, stack: readonly string[]
   return stack ? { parts: [{ schema: v, path, stack }] } : one(v, path);
 }
 
-/** Reads the own keywords of schema object `s` at `path`. */
-/** `stack`: the `$ref`s followed to reach `s`, kept on each of its subschemas (see Sub). */
+/**
+ * Reads the own keywords of schema object `s` at `path`. `stack`: the `$ref`s followed to reach
+ * `s`, kept on each of its subschemas (see Sub).
+ */
 export function normalize(s: Record<string, unknown>, path: string, stack?: readonly string[]): Plain {
   const p = emptyPlain(path);
   const child = (v: unknown, at: string, k: string): Sub => subschema(v, at, k, stack);
