@@ -29,7 +29,7 @@ export const NOT_WORD_BOUNDARY: Node = { t: 'call', rule: '\u0000\\B' };
 const MARKERS = new Set<Node>([BOL, EOL, WORD_BOUNDARY, NOT_WORD_BOUNDARY]);
 
 /** A group holding assertions is unrolled for counted repeats; beyond this many copies the pattern is refused. */
-export const MAX_ASSERTED_REPEAT = 32;
+const MAX_ASSERTED_REPEAT = 32;
 
 /** 16 marker-free languages, indexed 4 * L + R (see the file comment). */
 export type Classes = Node[];
@@ -54,7 +54,7 @@ const only = (k: number, n: Node): Classes => {
   return out;
 };
 
-export function hasAssertion(n: Node): boolean {
+function hasAssertion(n: Node): boolean {
   if (MARKERS.has(n)) return true;
   if (n.t === 'seq' || n.t === 'alt') return n.items.some(hasAssertion);
   if (n.t === 'rep') return hasAssertion(n.item);
@@ -161,7 +161,7 @@ function nullable(n: Node): boolean {
  * right when Y matched nothing; Y's left requirement by X's last character,
  * or passed left when X matched nothing.
  */
-export function seqClasses(xc: Classes, yc: Classes): Classes {
+function seqClasses(xc: Classes, yc: Classes): Classes {
   const out: Node[][] = Array.from({ length: 16 }, () => []);
   const add = (l: number, r: number, n: Node): void => {
     if (l >= 0 && r >= 0 && n.t !== 'none') out[4 * l + r]!.push(n);
